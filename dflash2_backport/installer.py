@@ -1,0 +1,123 @@
+"""The two vLLM modules this tool ships, installed without overwriting anyone's.
+
+A module file is ours when its header carries MARKER. Upstream's files never
+do, so "upstream already ships DFlash2" is told from the files themselves
+(0.28.0 and later), and a file we did not write is never replaced: not when
+only one of the two modules exists, and not when one exists with other
+content.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from importlib import resources
+from pathlib import Path
+
+from .errors import BackportError
+
+MARKER = b"# Backported to vLLM 0.27.1 by dflash2-backport."
+_HEADER_LINES = 5
+
+
+@dataclasses.dataclass(frozen=True)
+class ShippedModule:
+    source: str  # under this package's modules/
+    dest: str  # under the target's root, next to vllm/
+
+
+MODEL = ShippedModule("qwen3_dflash2.py", "vllm/model_executor/models/qwen3_dflash2.py")
+PACKAGE = ShippedModule(
+    "dflash2/__init__.py", "vllm/v1/worker/gpu/spec_decode/dflash2/__init__.py"
+)
+SPECULATOR = ShippedModule(
+    "dflash2/speculator.py", "vllm/v1/worker/gpu/spec_decode/dflash2/speculator.py"
+)
+SHIPPED = (MODEL, PACKAGE, SPECULATOR)
+
+
+@dataclasses.dataclass(frozen=True)
+class ModulePlan:
+    dest: str
+    state: str  # "applied", "pending" or "drift"
+    content: bytes
+    reason: str = ""
+
+
+def shipped_source(module: ShippedModule) -> bytes:
+    package = resources.files("dflash2_backport.modules")
+    try:
+        return package.joinpath(module.source).read_bytes()
+    except OSError as error:
+        raise BackportError(
+            f"this dflash2-backport install lacks modules/{module.source} "
+            f"({error.strerror}); reinstall dflash2-backport"
+        ) from None
+
+
+def is_ours(data: bytes) -> bool:
+    return MARKER in data.split(b"\n", _HEADER_LINES)[:_HEADER_LINES]
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except IsADirectoryError:
+        raise BackportError(
+            f"{path}: a directory stands where a module file goes; remove it"
+        ) from None
+    except OSError as error:
+        raise BackportError(f"{path}: cannot read ({error.strerror})") from None
+
+
+def upstream_ships_dflash2(root: Path) -> bool:
+    """Both DFlash2 modules are present and neither is ours."""
+    for module in (MODEL, SPECULATOR):
+        path = root / module.dest
+        if not path.is_file():
+            return False
+        data = _read(path)
+        if data is None or is_ours(data):
+            return False
+    return True
+
+
+def plan_modules(root: Path) -> list[ModulePlan]:
+    plans = []
+    for module in SHIPPED:
+        content = shipped_source(module)
+        path = root / module.dest
+        blocked = next(
+            (p for p in path.relative_to(root).parents if (root / p).is_file()), None
+        )
+        if blocked is not None:
+            plans.append(
+                ModulePlan(
+                    module.dest,
+                    "drift",
+                    content,
+                    f"expected a directory at {blocked}, found a file; remove it",
+                )
+            )
+            continue
+        existing = _read(path)
+        if existing is None:
+            plans.append(ModulePlan(module.dest, "pending", content))
+        elif existing == content:
+            plans.append(ModulePlan(module.dest, "applied", content))
+        elif is_ours(existing):
+            plans.append(
+                ModulePlan(module.dest, "pending", content, "replaces an older copy of ours")
+            )
+        else:
+            plans.append(
+                ModulePlan(
+                    module.dest,
+                    "drift",
+                    content,
+                    "expected no file or ours, found a file this tool did not write; "
+                    "move it away if it is not upstream's",
+                )
+            )
+    return plans

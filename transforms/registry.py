@@ -1,0 +1,141 @@
+"""Edit 3, registry: `DFlash2DraftModel` resolves to the new module.
+
+Target: the model table's entry
+    "DFlashDraftModel": ("qwen3_dflash", "DFlashQwen3ForCausalLM")
+Inserts, right after it:
+    "DFlash2DraftModel": ("qwen3_dflash2", "DFlash2Qwen3ForCausalLM")
+
+Why: without the entry vLLM rejects a DFlash2 checkpoint outright
+("Model architectures ['DFlash2DraftModel'] are not supported").
+
+The entry is judged by its value, not by its name appearing somewhere: a
+comment that mentions `DFlash2DraftModel` does not count as applied, and an
+entry that maps it elsewhere is a conflict, not "done".
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+import libcst.matchers as m
+
+from ._base import BackportCodemod
+from ._meaning import describe, same_meaning, string_value
+
+ANCHOR_KEY = "DFlashDraftModel"
+ANCHOR_VALUE = '("qwen3_dflash", "DFlashQwen3ForCausalLM")'
+ENTRY_KEY = "DFlash2DraftModel"
+ENTRY_VALUE = '("qwen3_dflash2", "DFlash2Qwen3ForCausalLM")'
+
+
+def _entry(key: str) -> m.DictElement:
+    return m.DictElement(key=m.MatchIfTrue(lambda k: string_value(k) == key))
+
+
+class RegistryEntry(BackportCodemod):
+    EDIT = "registry"
+    PATH = "vllm/model_executor/models/registry.py"
+    DESCRIPTION = "DFlash2DraftModel resolves to qwen3_dflash2.DFlash2Qwen3ForCausalLM"
+
+    def backport(self, tree: cst.Module) -> cst.Module:
+        hunk = "DFlash2DraftModel entry"
+        tables = m.findall(
+            tree, m.Dict(elements=[m.ZeroOrMore(), _entry(ANCHOR_KEY), m.ZeroOrMore()])
+        )
+        if len(tables) != 1:
+            self.drift(
+                hunk,
+                f"one model table with a {ANCHOR_KEY!r} entry",
+                f"{len(tables)} such tables",
+            )
+            return tree
+        (table,) = tables
+        assert isinstance(table, cst.Dict)
+
+        entries = m.findall(tree, _entry(ENTRY_KEY))
+        for entry in entries:
+            assert isinstance(entry, cst.DictElement)
+            if not same_meaning(entry.value, ENTRY_VALUE):
+                self.drift(
+                    hunk,
+                    f"{ENTRY_KEY!r} to map to {ENTRY_VALUE}",
+                    f"it maps to {describe(entry.value)}; remove that entry or "
+                    "point it at the backport",
+                )
+                return tree
+        if entries:
+            if any(e in table.elements for e in entries):
+                self.applied(hunk)
+            else:
+                self.drift(
+                    hunk,
+                    f"{ENTRY_KEY!r} in the table that holds {ANCHOR_KEY!r}",
+                    "it in another table",
+                )
+            return tree
+
+        index, anchor = next(
+            (i, e)
+            for i, e in enumerate(table.elements)
+            if isinstance(e, cst.DictElement) and string_value(e.key) == ANCHOR_KEY
+        )
+        assert isinstance(anchor, cst.DictElement)
+        if not same_meaning(anchor.value, ANCHOR_VALUE):
+            self.drift(
+                hunk,
+                f"{ANCHOR_KEY!r} to map to {ANCHOR_VALUE}",
+                f"it maps to {describe(anchor.value)}",
+            )
+            return tree
+
+        self.pending(hunk)
+        elements = list(table.elements)
+        anchor_comma, entry_comma = self._split_comma(table, index)
+        quote = anchor.key.quote if isinstance(anchor.key, cst.SimpleString) else '"'
+        new_entry = anchor.with_changes(
+            key=cst.SimpleString(f"{quote}{ENTRY_KEY}{quote}"),
+            value=cst.parse_expression(
+                ENTRY_VALUE.replace('"', quote), config=tree.config_for_parsing
+            ),
+            comma=entry_comma,
+        )
+        elements[index] = anchor.with_changes(comma=anchor_comma)
+        elements.insert(index + 1, new_entry)
+        return tree.deep_replace(table, table.with_changes(elements=elements))
+
+    @staticmethod
+    def _split_comma(
+        table: cst.Dict, index: int
+    ) -> tuple[cst.Comma, cst.Comma | cst.MaybeSentinel]:
+        """Commas for the anchor and for the entry inserted after it.
+
+        The anchor keeps its own line ending (and any comment on it); the new
+        entry gets what used to separate the anchor from whatever followed it.
+        """
+        elements = table.elements
+        comma = elements[index].comma
+        is_last = index == len(elements) - 1
+        if is_last:
+            # The anchor closes the table: separate it the way the entry
+            # before it is separated from it, and hand its own ending (a
+            # trailing comma or none) to the new last entry.
+            previous = elements[index - 1].comma if index else None
+            if isinstance(previous, cst.Comma):
+                return previous, comma
+            opening = table.lbrace.whitespace_after
+            if isinstance(opening, cst.ParenthesizedWhitespace):
+                line_break = opening.with_changes(
+                    first_line=cst.TrailingWhitespace(), empty_lines=()
+                )
+                return cst.Comma(whitespace_after=line_break), comma
+            return cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")), comma
+        assert isinstance(comma, cst.Comma)
+        after = comma.whitespace_after
+        if isinstance(after, cst.ParenthesizedWhitespace):
+            anchor_comma = comma.with_changes(
+                whitespace_after=after.with_changes(empty_lines=())
+            )
+            entry_comma = comma.with_changes(
+                whitespace_after=after.with_changes(first_line=cst.TrailingWhitespace())
+            )
+            return anchor_comma, entry_comma
+        return comma, comma
