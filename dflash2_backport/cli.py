@@ -89,7 +89,7 @@ def _run(
         # upstream already serves is answered without loading libcst.
         from .engine import make_plan, write
 
-        plan = make_plan(target.root)
+        plan = make_plan(target.root, need_changes=diff or command == "apply")
         report.plan = plan
         if diff:
             report.diff = plan.diff()

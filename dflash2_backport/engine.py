@@ -12,35 +12,19 @@ from __future__ import annotations
 import ast
 import dataclasses
 import difflib
+import functools
 import os
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import libcst as cst
-
+from . import verdict_cache
 from .errors import BackportError
 from .installer import ModulePlan, plan_modules
-from .transforms import CODEMODS, EditRefused, HunkVerdict, State
+from .verdicts import EditReport, State
 
-
-@dataclasses.dataclass(frozen=True)
-class EditReport:
-    edit: str
-    path: str
-    description: str
-    hunks: tuple[HunkVerdict, ...]
-
-    @property
-    def state(self) -> str:
-        states = {h.state for h in self.hunks}
-        for state in (State.DRIFT, State.PENDING):
-            if state in states:
-                return state.value
-        return State.APPLIED.value
-
-    @property
-    def reason(self) -> str:
-        return "; ".join(f"{h.hunk}: {h.reason}" for h in self.hunks if h.reason)
+if TYPE_CHECKING:
+    import libcst as cst
 
 
 @dataclasses.dataclass
@@ -48,8 +32,8 @@ class Plan:
     root: Path
     edits: list[EditReport]
     modules: list[ModulePlan]
-    # Relative path -> (bytes now, or None for a new file; bytes to write).
-    changes: dict[str, tuple[bytes | None, bytes]]
+    # Files some edit would change: relative path -> (bytes now, patched tree).
+    trees: dict[str, tuple[bytes, cst.Module]]
 
     @property
     def refused(self) -> bool:
@@ -59,7 +43,28 @@ class Plan:
 
     @property
     def pending(self) -> bool:
-        return bool(self.changes)
+        return not self.refused and (
+            any(e.state == "pending" for e in self.edits)
+            or any(m.state == "pending" for m in self.modules)
+        )
+
+    @functools.cached_property
+    def changes(self) -> dict[str, tuple[bytes | None, bytes]]:
+        """Relative path -> (bytes now, or None for a new file; bytes to write)."""
+        if self.refused:
+            return {}
+        changes: dict[str, tuple[bytes | None, bytes]] = {}
+        for relative, (original, tree) in self.trees.items():
+            result = tree.bytes
+            _check_parses(self.root / relative, result)
+            if result != original:
+                changes[relative] = (original, result)
+        for module in self.modules:
+            if module.state == "pending":
+                existing = self.root / module.dest
+                before = existing.read_bytes() if existing.exists() else None
+                changes[module.dest] = (before, module.content)
+        return changes
 
     def diff(self) -> str:
         chunks = []
@@ -79,13 +84,6 @@ def _lines(data: bytes | None) -> list[str]:
     return [] if data is None else data.decode("utf-8").splitlines(keepends=True)
 
 
-def _files_in_order() -> dict[str, list[type]]:
-    by_file: dict[str, list[type]] = {}
-    for codemod in CODEMODS:
-        by_file.setdefault(codemod.PATH, []).append(codemod)
-    return by_file
-
-
 def _read(path: Path) -> bytes:
     try:
         return path.read_bytes()
@@ -99,12 +97,40 @@ def _read(path: Path) -> bytes:
         raise BackportError(f"{path}: cannot read ({error.strerror})") from None
 
 
-def make_plan(root: Path) -> Plan:
+def make_plan(root: Path, need_changes: bool, use_cache: bool = True) -> Plan:
+    """Judge every hunk and module. `need_changes`: the caller will write or
+    diff, so pending files must be parsed even when the verdicts are known."""
+    modules = plan_modules(root)
+    if use_cache:
+        cached = verdict_cache.lookup(root)
+        if cached is not None and not (
+            need_changes and any(e.state == "pending" for e in cached)
+        ):
+            return Plan(root, cached, modules, {})
+    edits, trees, originals = _run_codemods(root)
+    if use_cache:
+        verdict_cache.store(root, originals, edits)
+    return Plan(root, edits, modules, trees)
+
+
+def _run_codemods(
+    root: Path,
+) -> tuple[list[EditReport], dict[str, tuple[bytes, cst.Module]], dict[str, bytes]]:
+    # Loaded here, not at start-up: a cached answer never needs the parser.
+    import libcst as cst
+
+    from .transforms import CODEMODS, EditRefused
+
+    by_file: dict[str, list] = {}
+    for codemod_class in CODEMODS:
+        by_file.setdefault(codemod_class.PATH, []).append(codemod_class)
+
     edits: list[EditReport] = []
-    changes: dict[str, tuple[bytes | None, bytes]] = {}
-    for relative, codemods in _files_in_order().items():
+    trees: dict[str, tuple[bytes, cst.Module]] = {}
+    originals: dict[str, bytes] = {}
+    for relative, codemods in by_file.items():
         path = root / relative
-        original = _read(path)
+        original = originals[relative] = _read(path)
         try:
             tree = cst.parse_module(original)
         except cst.ParserSyntaxError as error:
@@ -126,22 +152,8 @@ def make_plan(root: Path) -> Plan:
             )
             changed |= any(v.state is State.PENDING for v in codemod.verdicts)
         if changed:
-            result = tree.bytes
-            _check_parses(path, result)
-            if result != original:
-                changes[relative] = (original, result)
-    modules = plan_modules(root)
-    for module in modules:
-        if module.state == "pending":
-            existing = root / module.dest
-            changes[module.dest] = (
-                existing.read_bytes() if existing.exists() else None,
-                module.content,
-            )
-    plan = Plan(root, edits, modules, changes)
-    if plan.refused:
-        plan.changes = {}
-    return plan
+            trees[relative] = (original, tree)
+    return edits, trees, originals
 
 
 def _check_parses(path: Path, source: bytes) -> None:

@@ -127,19 +127,7 @@ class Report:
             "changed_files": self.written,
         }
         if self.plan is not None:
-            document["edits"] = [
-                {
-                    "edit": e.edit,
-                    "file": e.path,
-                    "state": e.state,
-                    "reason": e.reason,
-                    "hunks": [
-                        {"hunk": h.hunk, "state": h.state.value, "reason": h.reason}
-                        for h in e.hunks
-                    ],
-                }
-                for e in self.plan.edits
-            ]
+            document["edits"] = [e.to_json() for e in self.plan.edits]
             document["modules"] = [
                 {"file": m.dest, "state": m.state, "reason": m.reason}
                 for m in self.plan.modules

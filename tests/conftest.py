@@ -1,6 +1,9 @@
-import sys
-from pathlib import Path
+import pytest
 
-# The repository root holds `transforms/` and `dflash2_backport/`; tests import
-# them from the checkout so that unit tests need no install.
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+@pytest.fixture(autouse=True)
+def _private_verdict_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests never read or write the user's verdict cache."""
+    monkeypatch.setenv(
+        "DFLASH2_BACKPORT_CACHE_DIR", str(tmp_path_factory.mktemp("verdicts"))
+    )

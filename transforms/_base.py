@@ -10,27 +10,13 @@ nothing anywhere.
 
 from __future__ import annotations
 
-import dataclasses
-import enum
 from dataclasses import replace
 from typing import ClassVar
 
 import libcst as cst
 from libcst.codemod import Codemod, CodemodContext
 
-
-class State(enum.Enum):
-    APPLIED = "applied"
-    PENDING = "pending"
-    DRIFT = "drift"
-
-
-@dataclasses.dataclass(frozen=True)
-class HunkVerdict:
-    hunk: str
-    state: State
-    # For drift: "expected ..., found ..." in words a user can act on.
-    reason: str = ""
+from dflash2_backport.verdicts import HunkVerdict, State
 
 
 class EditRefused(Exception):

@@ -31,6 +31,25 @@ def _entry(key: str) -> m.DictElement:
     return m.DictElement(key=m.MatchIfTrue(lambda k: string_value(k) == key))
 
 
+_TABLE_WITH_ANCHOR = m.Dict(
+    elements=[m.ZeroOrMore(), _entry(ANCHOR_KEY), m.ZeroOrMore()]
+)
+_ASSIGNED_DICT = m.SimpleStatementLine(
+    body=[m.OneOf(m.Assign(value=m.Dict()), m.AnnAssign(value=m.Dict()))]
+)
+
+
+def _module_level_tables(tree: cst.Module) -> list[tuple[cst.BaseStatement, cst.Dict]]:
+    """Each module-level `NAME = {...}` statement with its dict literal."""
+    tables = []
+    for statement in tree.body:
+        if m.matches(statement, _ASSIGNED_DICT):
+            assert isinstance(statement, cst.SimpleStatementLine)
+            value = statement.body[0].value  # type: ignore[attr-defined]
+            tables.append((statement, value))
+    return tables
+
+
 class RegistryEntry(BackportCodemod):
     EDIT = "registry"
     PATH = "vllm/model_executor/models/registry.py"
@@ -38,9 +57,10 @@ class RegistryEntry(BackportCodemod):
 
     def backport(self, tree: cst.Module) -> cst.Module:
         hunk = "DFlash2DraftModel entry"
-        tables = m.findall(
-            tree, m.Dict(elements=[m.ZeroOrMore(), _entry(ANCHOR_KEY), m.ZeroOrMore()])
-        )
+        # vLLM's model tables are module-level dict literals; looking only
+        # there keeps this edit from walking the whole 1500-line file.
+        all_tables = _module_level_tables(tree)
+        tables = [(s, t) for s, t in all_tables if m.matches(t, _TABLE_WITH_ANCHOR)]
         if len(tables) != 1:
             self.drift(
                 hunk,
@@ -48,10 +68,14 @@ class RegistryEntry(BackportCodemod):
                 f"{len(tables)} such tables",
             )
             return tree
-        (table,) = tables
-        assert isinstance(table, cst.Dict)
+        ((statement, table),) = tables
 
-        entries = m.findall(tree, _entry(ENTRY_KEY))
+        entries = [
+            element
+            for _, other in all_tables
+            for element in other.elements
+            if m.matches(element, _entry(ENTRY_KEY))
+        ]
         for entry in entries:
             assert isinstance(entry, cst.DictElement)
             if not same_meaning(entry.value, ENTRY_VALUE):
@@ -100,7 +124,10 @@ class RegistryEntry(BackportCodemod):
         )
         elements[index] = anchor.with_changes(comma=anchor_comma)
         elements.insert(index + 1, new_entry)
-        return tree.deep_replace(table, table.with_changes(elements=elements))
+        patched = statement.deep_replace(table, table.with_changes(elements=elements))
+        return tree.with_changes(
+            body=[patched if s is statement else s for s in tree.body]
+        )
 
     @staticmethod
     def _split_comma(

@@ -61,13 +61,19 @@ def move_method(path: str, text_of_method: str, before: str) -> list[Replace]:
 
 
 def _method(site: Path, path: str, name: str) -> str:
-    """The exact text of method `name` with its trailing blank line."""
+    """The exact text of method `name`, decorators and trailing blank lines included."""
     text = (site / path).read_text()
-    start = text.index(f"    def {name}(")
-    while text[start - 1] != "\n" or text[start - 5 : start - 1].strip().startswith("@"):
-        start = text.rindex("\n", 0, start - 1) + 1
-    end = text.index("\n    def ", start + 1) + 1
-    return text[start:end]
+    lines = text.splitlines(keepends=True)
+    (node,) = [
+        n
+        for n in ast.walk(ast.parse(text))
+        if isinstance(n, ast.FunctionDef) and n.name == name and n.col_offset == 4
+    ]
+    start = min([n.lineno for n in node.decorator_list] + [node.lineno]) - 1
+    end = node.end_lineno
+    while end < len(lines) and not lines[end].strip():
+        end += 1
+    return "".join(lines[start:end])
 
 
 def cosmetic(pristine: Path) -> dict[str, list]:
@@ -138,10 +144,12 @@ def cosmetic(pristine: Path) -> dict[str, list]:
                     '"""True when the draft has both sliding and full attention layers."""'),
         ],
         "extra registry entries": [
-            Replace(REG, '    "DFlashDraftModel": ("qwen3_dflash", "DFlashQwen3ForCausalLM"),\n',
-                    '    "MyDraftModel": ("my_draft", "MyDraftForCausalLM"),\n'
-                    '    "DFlashDraftModel": ("qwen3_dflash", "DFlashQwen3ForCausalLM"),\n'
-                    '    "MyOtherDraftModel": ("my_draft", "MyOtherDraftForCausalLM"),\n'),
+            Replace(REG, '    "EagleMiniCPMForCausalLM": ("minicpm_eagle", "EagleMiniCPMForCausalLM"),\n',
+                    '    "EagleMiniCPMForCausalLM": ("minicpm_eagle", "EagleMiniCPMForCausalLM"),\n'
+                    '    "MyDraftModel": ("my_draft", "MyDraftForCausalLM"),\n'),
+            Replace(REG, '    "DSparkDraftModel": ("vllm.models.deepseek_v4", "DSparkDeepseekV4ForCausalLM"),\n',
+                    '    "MyOtherDraftModel": ("my_draft", "MyOtherDraftForCausalLM"),\n'
+                    '    "DSparkDraftModel": ("vllm.models.deepseek_v4", "DSparkDeepseekV4ForCausalLM"),\n'),
         ],
         "a comment that mentions DFlash2DraftModel": [
             Replace(REG, '    "DFlashDraftModel": ("qwen3_dflash", "DFlashQwen3ForCausalLM"),\n',
@@ -153,8 +161,8 @@ def cosmetic(pristine: Path) -> dict[str, list]:
 
 SEMANTIC: dict[str, tuple[str, list[Replace]]] = {
     "changed causality fallback": ("causality", [
-        Replace(DF1, "layer_types[layer_idx] == _SLIDING_ATTENTION",
-                "layer_types[layer_idx] != _SLIDING_ATTENTION"),
+        Replace(DF1, "return bool(layer_types) and layer_types[layer_idx] == _SLIDING_ATTENTION",
+                "return bool(layer_types) and layer_types[layer_idx] != _SLIDING_ATTENTION"),
     ]),
     "layers built with another class": ("subclass-seams", [
         Replace(DF1, "            [\n                DFlashQwen3DecoderLayer(\n",

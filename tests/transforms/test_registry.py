@@ -1,8 +1,8 @@
 import pytest
 from libcst.codemod import CodemodTest
 
-from transforms._base import EditRefused
-from transforms.registry import RegistryEntry
+from dflash2_backport.transforms._base import EditRefused
+from dflash2_backport.transforms.registry import RegistryEntry
 
 PENDING = """
 _SPECULATIVE_DECODING_MODELS = {

@@ -1,0 +1,290 @@
+import pytest
+from libcst.codemod import CodemodTest
+
+from dflash2_backport.transforms._base import EditRefused
+from dflash2_backport.transforms.causality import Causality
+
+PENDING = '''
+_SLIDING_ATTENTION = "sliding_attention"
+
+
+def _dflash_layer_causal(config: Qwen3Config, layer_idx: int) -> bool:
+    """``dflash_config.causal`` overrides all layers; else only SWA layers causal."""
+    override = (getattr(config, "dflash_config", None) or {}).get("causal")
+    if override is not None:
+        return override
+    layer_types = getattr(config, "layer_types", None)
+    return bool(layer_types) and layer_types[layer_idx] == _SLIDING_ATTENTION
+
+
+def dflash_has_any_non_causal(config: Qwen3Config) -> bool:
+    return not all(
+        _dflash_layer_causal(config, i) for i in range(config.num_hidden_layers)
+    )
+'''
+APPLIED = '''
+_SLIDING_ATTENTION = "sliding_attention"
+
+
+def _dflash_layer_causal(config: Qwen3Config, layer_idx: int) -> bool:
+    """Resolve explicit causality before falling back to legacy layer defaults."""
+    is_causal = getattr(config, "is_causal", None)
+    if is_causal is not None:
+        return bool(is_causal)
+    override = (getattr(config, "dflash_config", None) or {}).get("causal")
+    if override is not None:
+        return bool(override)
+    layer_types = getattr(config, "layer_types", None)
+    return bool(layer_types) and layer_types[layer_idx] == _SLIDING_ATTENTION
+
+
+def dflash_has_any_non_causal(config: Qwen3Config) -> bool:
+    return not all(
+        _dflash_layer_causal(config, i) for i in range(config.num_hidden_layers)
+    )
+'''
+
+# before -> after; the fallback and comments outside the replaced lines keep
+# their own formatting.
+COSMETIC = {
+    "comments inside the function stay": (
+        '''
+        def _dflash_layer_causal(config: Qwen3Config, layer_idx: int) -> bool:
+            """``dflash_config.causal`` overrides all layers; else only SWA layers causal."""
+            # an explicit setting wins
+            override = (getattr(config, "dflash_config", None) or {}).get("causal")
+            if override is not None:  # set by the checkpoint
+                return override
+            # legacy: only sliding-window layers are causal
+            layer_types = getattr(config, "layer_types", None)
+            return bool(layer_types) and layer_types[layer_idx] == _SLIDING_ATTENTION
+        ''',
+        '''
+        def _dflash_layer_causal(config: Qwen3Config, layer_idx: int) -> bool:
+            """Resolve explicit causality before falling back to legacy layer defaults."""
+            is_causal = getattr(config, "is_causal", None)
+            if is_causal is not None:
+                return bool(is_causal)
+            # an explicit setting wins
+            override = (getattr(config, "dflash_config", None) or {}).get("causal")
+            if override is not None:  # set by the checkpoint
+                return bool(override)
+            # legacy: only sliding-window layers are causal
+            layer_types = getattr(config, "layer_types", None)
+            return bool(layer_types) and layer_types[layer_idx] == _SLIDING_ATTENTION
+        ''',
+    ),
+    "single quotes and a reworded docstring": (
+        """
+        def _dflash_layer_causal(config: Qwen3Config, layer_idx: int) -> bool:
+            '''Decide whether layer `layer_idx` attends causally.'''
+            override = (getattr(config, 'dflash_config', None) or {}).get('causal')
+            if override is not None:
+                return override
+            layer_types = getattr(config, 'layer_types', None)
+            return bool(layer_types) and layer_types[layer_idx] == _SLIDING_ATTENTION
+        """,
+        '''
+        def _dflash_layer_causal(config: Qwen3Config, layer_idx: int) -> bool:
+            """Resolve explicit causality before falling back to legacy layer defaults."""
+            is_causal = getattr(config, "is_causal", None)
+            if is_causal is not None:
+                return bool(is_causal)
+            override = (getattr(config, 'dflash_config', None) or {}).get('causal')
+            if override is not None:
+                return bool(override)
+            layer_types = getattr(config, 'layer_types', None)
+            return bool(layer_types) and layer_types[layer_idx] == _SLIDING_ATTENTION
+        ''',
+    ),
+    "no docstring at all": (
+        """
+        def _dflash_layer_causal(config: Qwen3Config, layer_idx: int) -> bool:
+            override = (getattr(config, "dflash_config", None) or {}).get("causal")
+            if override is not None:
+                return override
+            layer_types = getattr(config, "layer_types", None)
+            return bool(layer_types) and layer_types[layer_idx] == _SLIDING_ATTENTION
+        """,
+        '''
+        def _dflash_layer_causal(config: Qwen3Config, layer_idx: int) -> bool:
+            """Resolve explicit causality before falling back to legacy layer defaults."""
+            is_causal = getattr(config, "is_causal", None)
+            if is_causal is not None:
+                return bool(is_causal)
+            override = (getattr(config, "dflash_config", None) or {}).get("causal")
+            if override is not None:
+                return bool(override)
+            layer_types = getattr(config, "layer_types", None)
+            return bool(layer_types) and layer_types[layer_idx] == _SLIDING_ATTENTION
+        ''',
+    ),
+    "extra blank lines, other wrapping, trailing commas, parentheses": (
+        '''
+        def _dflash_layer_causal(
+            config: Qwen3Config,
+            layer_idx: int,
+        ) -> bool:
+            """``dflash_config.causal`` overrides all layers; else only SWA layers causal."""
+
+            override = (
+                getattr(config, "dflash_config", None,) or {}
+            ).get("causal",)
+
+            if override is not None: return (override)
+
+            layer_types = getattr(config, "layer_types", None)
+            return (
+                bool(layer_types)
+                and layer_types[layer_idx] == _SLIDING_ATTENTION
+            )
+        ''',
+        '''
+        def _dflash_layer_causal(
+            config: Qwen3Config,
+            layer_idx: int,
+        ) -> bool:
+            """Resolve explicit causality before falling back to legacy layer defaults."""
+            is_causal = getattr(config, "is_causal", None)
+            if is_causal is not None:
+                return bool(is_causal)
+
+            override = (
+                getattr(config, "dflash_config", None,) or {}
+            ).get("causal",)
+
+            if override is not None: return bool(override)
+
+            layer_types = getattr(config, "layer_types", None)
+            return (
+                bool(layer_types)
+                and layer_types[layer_idx] == _SLIDING_ATTENTION
+            )
+        ''',
+    ),
+    "two-space indentation is kept": (
+        '''
+        def _dflash_layer_causal(config: Qwen3Config, layer_idx: int) -> bool:
+          """``dflash_config.causal`` overrides all layers; else only SWA layers causal."""
+          override = (getattr(config, "dflash_config", None) or {}).get("causal")
+          if override is not None:
+            return override
+          layer_types = getattr(config, "layer_types", None)
+          return bool(layer_types) and layer_types[layer_idx] == _SLIDING_ATTENTION
+        ''',
+        '''
+        def _dflash_layer_causal(config: Qwen3Config, layer_idx: int) -> bool:
+          """Resolve explicit causality before falling back to legacy layer defaults."""
+          is_causal = getattr(config, "is_causal", None)
+          if is_causal is not None:
+            return bool(is_causal)
+          override = (getattr(config, "dflash_config", None) or {}).get("causal")
+          if override is not None:
+            return bool(override)
+          layer_types = getattr(config, "layer_types", None)
+          return bool(layer_types) and layer_types[layer_idx] == _SLIDING_ATTENTION
+        ''',
+    ),
+    "a method of the same name elsewhere is not the target": (
+        "class Other:\n"
+        "    def _dflash_layer_causal(self):\n"
+        "        return True\n" + PENDING,
+        "class Other:\n"
+        "    def _dflash_layer_causal(self):\n"
+        "        return True\n" + APPLIED,
+    ),
+}
+
+# Already edited, written differently: left exactly as it is.
+APPLIED_VARIANTS = {
+    "upstream docstring reworded, comments, single quotes": '''
+        def _dflash_layer_causal(config: Qwen3Config, layer_idx: int) -> bool:
+            """Top-level is_causal, then dflash_config.causal, then layer types."""
+            is_causal = getattr(config, 'is_causal', None)
+            if is_causal is not None:  # DFlash2
+                return bool(is_causal)
+            override = (getattr(config, 'dflash_config', None) or {}).get('causal')
+            if override is not None:
+                return bool(override)
+            layer_types = getattr(config, 'layer_types', None)
+            return bool(layer_types) and layer_types[layer_idx] == _SLIDING_ATTENTION
+        ''',
+}
+
+_FALLBACK = """\
+    layer_types = getattr(config, "layer_types", None)
+    return bool(layer_types) and layer_types[layer_idx] == _SLIDING_ATTENTION
+"""
+
+DRIFT = {
+    "a changed fallback below the anchor": PENDING.replace(
+        "== _SLIDING_ATTENTION", '== "full_attention"'
+    ),
+    "a changed fallback below the edited lines": APPLIED.replace(
+        "bool(layer_types) and", "layer_types is not None and"
+    ),
+    "the override negated": PENDING.replace("return override", "return not override"),
+    "half edited: is_causal first, raw override": APPLIED.replace(
+        "return bool(override)", "return override"
+    ),
+    "is_causal checked after the override": """
+def _dflash_layer_causal(config: Qwen3Config, layer_idx: int) -> bool:
+    override = (getattr(config, "dflash_config", None) or {}).get("causal")
+    if override is not None:
+        return bool(override)
+    is_causal = getattr(config, "is_causal", None)
+    if is_causal is not None:
+        return bool(is_causal)
+"""
+    + _FALLBACK,
+    "an extra parameter": PENDING.replace(
+        "layer_idx: int) -> bool", "layer_idx: int, strict: bool = False) -> bool"
+    ),
+    "a decorator": PENDING.replace(
+        "def _dflash_layer_causal", "@functools.cache\ndef _dflash_layer_causal"
+    ),
+    "the function is missing": PENDING.replace("_dflash_layer_causal", "_is_causal"),
+    "the function is defined twice": PENDING + APPLIED,
+}
+
+
+class TestCausality(CodemodTest):
+    TRANSFORM = Causality
+
+    def test_pending_function_reads_is_causal_first(self) -> None:
+        self.assertCodemod(PENDING, APPLIED)
+
+    def test_applied_function_is_left_alone(self) -> None:
+        self.assertCodemod(APPLIED, APPLIED)
+
+
+@pytest.mark.parametrize("before,after", COSMETIC.values(), ids=COSMETIC.keys())
+def test_cosmetic_variants_are_patched(before: str, after: str) -> None:
+    case = TestCausality()
+    case.assertCodemod(before, after)
+    case.assertCodemod(after, after)
+
+
+@pytest.mark.parametrize(
+    "source", APPLIED_VARIANTS.values(), ids=APPLIED_VARIANTS.keys()
+)
+def test_applied_variants_are_left_alone(source: str) -> None:
+    TestCausality().assertCodemod(source, source)
+
+
+@pytest.mark.parametrize("source", DRIFT.values(), ids=DRIFT.keys())
+def test_semantic_variants_are_refused(source: str) -> None:
+    with pytest.raises(EditRefused) as refused:
+        TestCausality().assertCodemod(source, source)
+    assert refused.value.edit == "causality"
+    assert [v.hunk for v in refused.value.drifted] == ["is_causal first"]
+
+
+def test_refusal_names_the_statement_that_differs() -> None:
+    with pytest.raises(EditRefused) as refused:
+        TestCausality().assertCodemod(
+            DRIFT["a changed fallback below the anchor"], PENDING
+        )
+    message = str(refused.value)
+    assert "'full_attention'" in message
+    assert "0.27.1's" in message

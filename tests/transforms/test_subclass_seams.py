@@ -1,0 +1,389 @@
+import pytest
+from libcst.codemod import CodemodTest
+
+from dflash2_backport.transforms._base import EditRefused
+from dflash2_backport.transforms.subclass_seams import SubclassSeams
+
+LAYER = """
+class DFlashQwen3DecoderLayer(nn.Module):
+    def __init__(self, vllm_config, *, config, layer_idx, prefix=""):
+        super().__init__()
+"""
+
+PENDING = (
+    LAYER
+    + """
+
+@support_torch_compile
+class DFlashQwen3Model(nn.Module):
+    hf_to_vllm_mapper = WeightsMapper(
+        orig_to_new_substr={"midlayer.": "layers.0."},
+    )
+
+    def __init__(self, *, vllm_config, start_layer_id=0, prefix=""):
+        super().__init__()
+        current_vllm_config = get_current_vllm_config()
+        self.layers = nn.ModuleList(
+            [
+                DFlashQwen3DecoderLayer(
+                    current_vllm_config,
+                    config=self.config,
+                    layer_idx=layer_idx,
+                    cache_config=current_vllm_config.cache_config,
+                    quant_config=self.quant_config,
+                    prefix=maybe_prefix(prefix, f"layers.{layer_idx + start_layer_id}"),
+                )
+                for layer_idx in range(self.config.num_hidden_layers)
+            ]
+        )
+
+
+class DFlashQwen3ForCausalLM(Qwen3ForCausalLM):
+    def __init__(self, *, vllm_config: VllmConfig, prefix: str = ""):
+        nn.Module.__init__(self)
+        self.model = DFlashQwen3Model(
+            vllm_config=vllm_config,
+            prefix=maybe_prefix(prefix, "model"),
+            start_layer_id=target_layer_num,
+        )
+"""
+)
+APPLIED = (
+    LAYER
+    + """
+
+@support_torch_compile
+class DFlashQwen3Model(nn.Module):
+    decoder_layer_cls = DFlashQwen3DecoderLayer
+
+    hf_to_vllm_mapper = WeightsMapper(
+        orig_to_new_substr={"midlayer.": "layers.0."},
+    )
+
+    def __init__(self, *, vllm_config, start_layer_id=0, prefix=""):
+        super().__init__()
+        current_vllm_config = get_current_vllm_config()
+        self.layers = nn.ModuleList(
+            [
+                self.decoder_layer_cls(
+                    current_vllm_config,
+                    config=self.config,
+                    layer_idx=layer_idx,
+                    cache_config=current_vllm_config.cache_config,
+                    quant_config=self.quant_config,
+                    prefix=maybe_prefix(prefix, f"layers.{layer_idx + start_layer_id}"),
+                )
+                for layer_idx in range(self.config.num_hidden_layers)
+            ]
+        )
+
+
+class DFlashQwen3ForCausalLM(Qwen3ForCausalLM):
+    model_cls = DFlashQwen3Model
+
+    def __init__(self, *, vllm_config: VllmConfig, prefix: str = ""):
+        nn.Module.__init__(self)
+        self.model = self.model_cls(
+            vllm_config=vllm_config,
+            prefix=maybe_prefix(prefix, "model"),
+            start_layer_id=target_layer_num,
+        )
+"""
+)
+
+_MAPPER = """\
+    hf_to_vllm_mapper = WeightsMapper(
+        orig_to_new_substr={"midlayer.": "layers.0."},
+    )
+"""
+_MAPPER_WITH_RENAMES = """\
+    hf_to_vllm_mapper = WeightsMapper(
+        orig_to_new_substr={
+            "midlayer.": "layers.0.",
+            "encoder.output_norm_enc.": "hidden_norm.",
+            "encoder.fc.": "fc.",
+        },
+    )
+"""
+# before -> after
+COSMETIC = {
+    "new weight-name renames in the mapper (as in 0.28.0)": (
+        PENDING.replace(_MAPPER, _MAPPER_WITH_RENAMES),
+        APPLIED.replace(_MAPPER, _MAPPER_WITH_RENAMES),
+    ),
+    "comments, reordered keywords, no trailing comma, one line": (
+        LAYER
+        + """
+class DFlashQwen3Model(nn.Module):
+    # weights come from the EAGLE-style checkpoint layout
+    hf_to_vllm_mapper = WeightsMapper(orig_to_new_substr={"midlayer.": "layers.0."})
+
+    def __init__(self, *, vllm_config, start_layer_id=0, prefix=""):
+        self.layers = nn.ModuleList([
+            # one decoder layer per draft layer
+            DFlashQwen3DecoderLayer(
+                current_vllm_config,
+                prefix=maybe_prefix(prefix, f"layers.{layer_idx + start_layer_id}"),
+                layer_idx=layer_idx,
+                config=self.config,
+                quant_config=self.quant_config,
+                cache_config=current_vllm_config.cache_config
+            )
+            for layer_idx in range(self.config.num_hidden_layers)
+        ])
+
+
+class DFlashQwen3ForCausalLM(Qwen3ForCausalLM):
+    def __init__(self, *, vllm_config: VllmConfig, prefix: str = ""):
+        self.model = DFlashQwen3Model(prefix=maybe_prefix(prefix, 'model'), start_layer_id=target_layer_num, vllm_config=vllm_config)  # noqa: E501
+""",
+        LAYER
+        + """
+class DFlashQwen3Model(nn.Module):
+    decoder_layer_cls = DFlashQwen3DecoderLayer
+
+    # weights come from the EAGLE-style checkpoint layout
+    hf_to_vllm_mapper = WeightsMapper(orig_to_new_substr={"midlayer.": "layers.0."})
+
+    def __init__(self, *, vllm_config, start_layer_id=0, prefix=""):
+        self.layers = nn.ModuleList([
+            # one decoder layer per draft layer
+            self.decoder_layer_cls(
+                current_vllm_config,
+                prefix=maybe_prefix(prefix, f"layers.{layer_idx + start_layer_id}"),
+                layer_idx=layer_idx,
+                config=self.config,
+                quant_config=self.quant_config,
+                cache_config=current_vllm_config.cache_config
+            )
+            for layer_idx in range(self.config.num_hidden_layers)
+        ])
+
+
+class DFlashQwen3ForCausalLM(Qwen3ForCausalLM):
+    model_cls = DFlashQwen3Model
+
+    def __init__(self, *, vllm_config: VllmConfig, prefix: str = ""):
+        self.model = self.model_cls(prefix=maybe_prefix(prefix, 'model'), start_layer_id=target_layer_num, vllm_config=vllm_config)  # noqa: E501
+""",
+    ),
+    "class docstrings stay first": (
+        LAYER
+        + '''
+class DFlashQwen3Model(nn.Module):
+    """The DFlash1 backbone."""
+
+    def __init__(self, *, vllm_config, start_layer_id=0, prefix=""):
+        self.layers = nn.ModuleList(
+            [
+                DFlashQwen3DecoderLayer(
+                    current_vllm_config,
+                    config=self.config,
+                    layer_idx=layer_idx,
+                    cache_config=current_vllm_config.cache_config,
+                    quant_config=self.quant_config,
+                    prefix=maybe_prefix(prefix, f"layers.{layer_idx + start_layer_id}"),
+                )
+                for layer_idx in range(self.config.num_hidden_layers)
+            ]
+        )
+
+
+class DFlashQwen3ForCausalLM(Qwen3ForCausalLM):
+    """The DFlash1 draft head."""
+    def __init__(self, *, vllm_config: VllmConfig, prefix: str = ""):
+        self.model = DFlashQwen3Model(
+            vllm_config=vllm_config,
+            prefix=maybe_prefix(prefix, "model"),
+            start_layer_id=target_layer_num,
+        )
+''',
+        LAYER
+        + '''
+class DFlashQwen3Model(nn.Module):
+    """The DFlash1 backbone."""
+
+    decoder_layer_cls = DFlashQwen3DecoderLayer
+
+    def __init__(self, *, vllm_config, start_layer_id=0, prefix=""):
+        self.layers = nn.ModuleList(
+            [
+                self.decoder_layer_cls(
+                    current_vllm_config,
+                    config=self.config,
+                    layer_idx=layer_idx,
+                    cache_config=current_vllm_config.cache_config,
+                    quant_config=self.quant_config,
+                    prefix=maybe_prefix(prefix, f"layers.{layer_idx + start_layer_id}"),
+                )
+                for layer_idx in range(self.config.num_hidden_layers)
+            ]
+        )
+
+
+class DFlashQwen3ForCausalLM(Qwen3ForCausalLM):
+    """The DFlash1 draft head."""
+    model_cls = DFlashQwen3Model
+
+    def __init__(self, *, vllm_config: VllmConfig, prefix: str = ""):
+        self.model = self.model_cls(
+            vllm_config=vllm_config,
+            prefix=maybe_prefix(prefix, "model"),
+            start_layer_id=target_layer_num,
+        )
+''',
+    ),
+    "attributes already there, constructions not yet": (
+        APPLIED.replace("self.decoder_layer_cls(", "DFlashQwen3DecoderLayer(").replace(
+            "self.model_cls(", "DFlashQwen3Model("
+        ),
+        APPLIED,
+    ),
+    "constructions already rerouted, attributes not yet": (
+        PENDING.replace(
+            "DFlashQwen3DecoderLayer(\n", "self.decoder_layer_cls(\n"
+        ).replace("= DFlashQwen3Model(", "= self.model_cls("),
+        APPLIED,
+    ),
+    "the layer class is imported rather than defined": (
+        "from .qwen3_dflash_layers import DFlashQwen3DecoderLayer\n"
+        + PENDING.replace(LAYER, ""),
+        "from .qwen3_dflash_layers import DFlashQwen3DecoderLayer\n"
+        + APPLIED.replace(LAYER, ""),
+    ),
+}
+
+# Already edited, written differently: left exactly as it is.
+APPLIED_VARIANTS = {
+    "attributes after the mapper and after __init__": APPLIED.replace(
+        "    decoder_layer_cls = DFlashQwen3DecoderLayer\n\n", ""
+    )
+    .replace(_MAPPER, _MAPPER + "    decoder_layer_cls = DFlashQwen3DecoderLayer\n")
+    .replace("    model_cls = DFlashQwen3Model\n\n", "")
+    + "\n    model_cls = DFlashQwen3Model\n",
+    "annotated attribute": APPLIED.replace(
+        "decoder_layer_cls = DFlashQwen3DecoderLayer",
+        "decoder_layer_cls: type[nn.Module] = DFlashQwen3DecoderLayer",
+    ),
+    "reordered keywords in the rerouted construction": APPLIED.replace(
+        """            vllm_config=vllm_config,
+            prefix=maybe_prefix(prefix, "model"),
+""",
+        """            prefix=maybe_prefix(prefix, "model"),
+            vllm_config=vllm_config,
+""",
+    ),
+}
+
+# source -> the hunks that drift
+DRIFT = {
+    "layers built with another class": (
+        PENDING.replace("DFlashQwen3DecoderLayer(\n", "MyDecoderLayer(\n"),
+        ["layers via decoder_layer_cls"],
+    ),
+    "model built with another class": (
+        PENDING.replace("= DFlashQwen3Model(", "= MyModel("),
+        ["model via model_cls"],
+    ),
+    "attribute with another value": (
+        APPLIED.replace("model_cls = DFlashQwen3Model", "model_cls = MyModel"),
+        ["model_cls attribute"],
+    ),
+    "attribute defined twice, once with another value": (
+        APPLIED.replace(_MAPPER, _MAPPER + "    decoder_layer_cls = None\n"),
+        ["decoder_layer_cls attribute"],
+    ),
+    "seam name taken by a property": (
+        PENDING.replace(
+            _MAPPER,
+            _MAPPER
+            + "\n    @property\n    def decoder_layer_cls(self):\n"
+            + "        return DFlashQwen3DecoderLayer\n",
+        ),
+        ["decoder_layer_cls attribute"],
+    ),
+    "layers construction missing": (
+        PENDING.replace("self.layers = nn.ModuleList(", "self.blocks = nn.ModuleList("),
+        ["layers via decoder_layer_cls"],
+    ),
+    "layers built without a list": (
+        APPLIED.replace("self.layers = nn.ModuleList(", "self.layers = make_layers("),
+        ["layers via decoder_layer_cls"],
+    ),
+    "model built with other arguments": (
+        PENDING.replace("start_layer_id=target_layer_num", "start_layer_id=0"),
+        ["model via model_cls"],
+    ),
+    "rerouted model without start_layer_id": (
+        APPLIED.replace("            start_layer_id=target_layer_num,\n", ""),
+        ["model via model_cls"],
+    ),
+    "layers iterate over something else": (
+        PENDING.replace(
+            "range(self.config.num_hidden_layers)", "range(self.config.num_layers)"
+        ),
+        ["layers via decoder_layer_cls"],
+    ),
+    "the wrapper class is missing": (
+        PENDING[: PENDING.index("\n\nclass DFlashQwen3ForCausalLM")] + "\n",
+        ["model_cls attribute", "model via model_cls"],
+    ),
+    "no __init__ in the wrapper": (
+        PENDING.replace(
+            "class DFlashQwen3ForCausalLM(Qwen3ForCausalLM):\n"
+            '    def __init__(self, *, vllm_config: VllmConfig, prefix: str = ""):',
+            "class DFlashQwen3ForCausalLM(Qwen3ForCausalLM):\n"
+            '    def setup(self, *, vllm_config: VllmConfig, prefix: str = ""):',
+        ),
+        ["model via model_cls"],
+    ),
+    "layer class defined below the model (the attribute could not read it)": (
+        PENDING.replace(LAYER, "") + LAYER,
+        ["decoder_layer_cls attribute"],
+    ),
+    "every drift is reported, not only the first": (
+        PENDING.replace("DFlashQwen3DecoderLayer(\n", "MyDecoderLayer(\n").replace(
+            "= DFlashQwen3Model(", "= MyModel("
+        ),
+        ["layers via decoder_layer_cls", "model via model_cls"],
+    ),
+}
+
+
+class TestSubclassSeams(CodemodTest):
+    TRANSFORM = SubclassSeams
+
+    def test_pending_classes_gain_both_seams(self) -> None:
+        self.assertCodemod(PENDING, APPLIED)
+
+    def test_applied_seams_are_left_alone(self) -> None:
+        self.assertCodemod(APPLIED, APPLIED)
+
+
+@pytest.mark.parametrize("before,after", COSMETIC.values(), ids=COSMETIC.keys())
+def test_cosmetic_variants_are_patched(before: str, after: str) -> None:
+    case = TestSubclassSeams()
+    case.assertCodemod(before, after)
+    case.assertCodemod(after, after)
+
+
+@pytest.mark.parametrize(
+    "source", APPLIED_VARIANTS.values(), ids=APPLIED_VARIANTS.keys()
+)
+def test_applied_variants_are_left_alone(source: str) -> None:
+    TestSubclassSeams().assertCodemod(source, source)
+
+
+@pytest.mark.parametrize("source,hunks", DRIFT.values(), ids=DRIFT.keys())
+def test_semantic_variants_are_refused(source: str, hunks: list[str]) -> None:
+    with pytest.raises(EditRefused) as refused:
+        TestSubclassSeams().assertCodemod(source, source)
+    assert refused.value.edit == "subclass-seams"
+    assert [v.hunk for v in refused.value.drifted] == hunks
+
+
+def test_refusal_names_the_argument_that_differs() -> None:
+    source, _ = DRIFT["model built with other arguments"]
+    with pytest.raises(EditRefused) as refused:
+        TestSubclassSeams().assertCodemod(source, source)
+    assert "start_layer_id='0' instead of 'target_layer_num'" in str(refused.value)

@@ -1,0 +1,447 @@
+import pytest
+import libcst as cst
+from libcst.codemod import CodemodTest
+
+from dflash2_backport.transforms._base import EditRefused, State
+from dflash2_backport.transforms.vocab_parallel_topk import VocabParallelTopK
+
+
+def swap(text: str, old: str, new: str) -> str:
+    """`text` with `old` replaced once; fails loudly if `old` is not there."""
+    assert text.count(old) == 1, old
+    return text.replace(old, new)
+
+
+HEADER = '''
+# SPDX-License-Identifier: Apache-2.0
+"""A layer that compute logits from hidden_stats."""
+
+import torch
+
+from vllm.distributed import tensor_model_parallel_all_gather
+from vllm.model_executor.layers.vocab_parallel_embedding import VocabParallelEmbedding
+from vllm.platforms import current_platform
+'''
+
+IMPORTS = """
+from collections.abc import Callable
+from functools import cache
+
+import torch
+"""
+
+HELPERS = '''
+from vllm.platforms import current_platform
+from vllm.utils.flashinfer import has_flashinfer
+
+
+@cache
+def _flashinfer_topk() -> Callable[..., tuple[torch.Tensor, torch.Tensor]] | None:
+    """FlashInfer's radix top-k, or None for torch.topk."""
+    if not current_platform.is_cuda():
+        return None
+    if not has_flashinfer():
+        return None
+    from flashinfer import top_k
+
+    return top_k
+
+
+def _topk(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    impl = _flashinfer_topk()
+    if impl is None or not scores.is_cuda:
+        return torch.topk(scores, k, dim=-1)
+    return impl(scores, k, sorted=True, deterministic=True)
+'''
+
+CLASS = '''
+
+# --8<-- [start:logits_processor]
+class LogitsProcessor(PluggableLayer):
+    """Process logits and apply logits processors from sampling metadata."""
+
+    def __init__(self, vocab_size: int, scale: float = 1.0) -> None:
+        super().__init__()
+        self.vocab_size = vocab_size
+        self.scale = scale
+
+    def _apply_head(self, lm_head, hidden_states, embedding_bias):
+        return lm_head.quant_method.apply(lm_head, hidden_states, bias=embedding_bias)
+
+    def extra_repr(self) -> str:
+        s = f"vocab_size={self.vocab_size}"
+        return s
+'''
+
+METHOD = '''
+    def get_top_k_tokens(
+        self,
+        lm_head: VocabParallelEmbedding,
+        hidden_states: torch.Tensor,
+        k: int,
+        embedding_bias: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Vocab-parallel top-k without all-gathering full logits.
+
+        The `get_top_tokens` reduction widened from one token to k, returning
+        the values as well as the global ids. Communication is
+        O(batch * 2k * tp_size) rather than O(batch * vocab_size).
+
+        Scale and soft cap are applied to the k selected values rather than
+        the whole vocabulary; both are monotonic, so the selection is the same
+        and only k entries are touched.
+        """
+        if self.scale <= 0.0 and self.scale != 1.0:
+            raise ValueError(
+                "The local top-k reduction optimization is not supported for "
+                "non-positive logit scaling factors."
+            )
+
+        logits = self._apply_head(lm_head, hidden_states, embedding_bias)
+
+        # Mask out padding entries beyond org_vocab_size on this shard.
+        num_pad = lm_head.shard_indices.num_org_vocab_padding
+        if num_pad > 0:
+            logits[..., -num_pad:] = -float("inf")
+
+        values, ids = _topk(logits, k)
+        # Convert shard-local indices to global vocab indices.
+        ids = ids.to(torch.int64) + lm_head.shard_indices.org_vocab_start_index
+
+        if lm_head.tp_size > 1:
+            values = tensor_model_parallel_all_gather(values, dim=-1)
+            ids = tensor_model_parallel_all_gather(ids, dim=-1)
+            values, selected = _topk(values, k)
+            ids = ids.gather(-1, selected)
+
+        values = values.float()
+        if self.scale != 1.0:
+            values = values * self.scale
+        if self.soft_cap is not None:
+            values = torch.tanh(values / self.soft_cap) * self.soft_cap
+        return ids, values
+'''
+
+EXTRA_REPR = "\n    def extra_repr(self) -> str:\n"
+
+PENDING = HEADER + CLASS
+APPLIED = swap(
+    swap(HEADER, "\nimport torch\n", IMPORTS),
+    "from vllm.platforms import current_platform\n",
+    HELPERS.lstrip("\n"),
+) + swap(CLASS, EXTRA_REPR, METHOD + EXTRA_REPR)
+
+
+def pending_and_applied(old: str, new: str) -> tuple[str, str]:
+    """The same change made to the pending file and to the expected result."""
+    return swap(PENDING, old, new), swap(APPLIED, old, new)
+
+
+COSMETIC = {
+    "comment above extra_repr stays with it": pending_and_applied(
+        "\n    def extra_repr(self)",
+        "\n    # Shown by print(model).\n    def extra_repr(self)",
+    ),
+    "extra_repr before _apply_head, single quotes in it": (
+        swap(
+            swap(
+                PENDING,
+                'f"vocab_size={self.vocab_size}"',
+                "f'vocab_size={self.vocab_size}'",
+            ),
+            "\n    def _apply_head(self, lm_head, hidden_states, embedding_bias):\n"
+            "        return lm_head.quant_method.apply(lm_head, hidden_states, "
+            "bias=embedding_bias)\n",
+            "",
+        )
+        + "\n    def _apply_head(self, lm_head, hidden_states, embedding_bias):\n"
+        "        return lm_head.quant_method.apply(lm_head, hidden_states, "
+        "bias=embedding_bias)\n",
+        swap(
+            swap(
+                APPLIED,
+                'f"vocab_size={self.vocab_size}"',
+                "f'vocab_size={self.vocab_size}'",
+            ),
+            "\n    def _apply_head(self, lm_head, hidden_states, embedding_bias):\n"
+            "        return lm_head.quant_method.apply(lm_head, hidden_states, "
+            "bias=embedding_bias)\n",
+            "",
+        )
+        + "\n    def _apply_head(self, lm_head, hidden_states, embedding_bias):\n"
+        "        return lm_head.quant_method.apply(lm_head, hidden_states, "
+        "bias=embedding_bias)\n",
+    ),
+    "reworded module docstring, comment above import torch": (
+        swap(
+            swap(PENDING, "compute logits from hidden_stats", "computes logits"),
+            "\nimport torch\n",
+            "\n# Third party.\nimport torch\n",
+        ),
+        swap(
+            swap(APPLIED, "compute logits from hidden_stats", "computes logits"),
+            "\nimport torch\n",
+            "\n# Third party.\nimport torch\n",
+        ),
+    ),
+    "no module docstring": pending_and_applied(
+        '"""A layer that compute logits from hidden_stats."""\n\n', ""
+    ),
+    "current_platform imported with another name, wrapped": pending_and_applied(
+        "from vllm.platforms import current_platform\n",
+        "from vllm.platforms import (\n    CpuArchEnum,\n    current_platform,\n)\n",
+    ),
+    "cache already imported: only Callable is added": (
+        swap(
+            PENDING,
+            "\nimport torch\n",
+            "\nfrom functools import cache, partial\n\nimport torch\n",
+        ),
+        swap(
+            APPLIED,
+            "from collections.abc import Callable\nfrom functools import cache\n\nimport torch\n",
+            "from functools import cache, partial\n\nfrom collections.abc import Callable\n\n"
+            "import torch\n",
+        ),
+    ),
+    "has_flashinfer already imported: not imported twice": (
+        swap(
+            PENDING,
+            "\nimport torch\n",
+            "\nimport torch\n\nfrom vllm.utils.flashinfer import has_flashinfer\n",
+        ),
+        swap(
+            swap(
+                APPLIED,
+                "from vllm.platforms import current_platform\n"
+                "from vllm.utils.flashinfer import has_flashinfer\n",
+                "from vllm.platforms import current_platform\n",
+            ),
+            "\nimport torch\n",
+            "\nimport torch\n\nfrom vllm.utils.flashinfer import has_flashinfer\n",
+        ),
+    ),
+    "imports after current_platform: the helpers follow the import block": (
+        swap(
+            PENDING,
+            "from vllm.platforms import current_platform\n",
+            "from vllm.platforms import current_platform\nfrom vllm.utils import cdiv\n",
+        ),
+        swap(
+            APPLIED,
+            "from vllm.utils.flashinfer import has_flashinfer\n",
+            "from vllm.utils.flashinfer import has_flashinfer\nfrom vllm.utils import cdiv\n",
+        ),
+    ),
+    "a module statement right after the imports gets two blank lines": (
+        swap(
+            PENDING,
+            "from vllm.platforms import current_platform\n",
+            "from vllm.platforms import current_platform\n\nlogger = init_logger(__name__)\n",
+        ),
+        swap(
+            APPLIED,
+            "return impl(scores, k, sorted=True, deterministic=True)\n",
+            "return impl(scores, k, sorted=True, deterministic=True)\n\n\n"
+            "logger = init_logger(__name__)\n",
+        ),
+    ),
+}
+
+ALREADY_APPLIED = {
+    "imports grouped with other names": swap(
+        APPLIED,
+        "from collections.abc import Callable\nfrom functools import cache\n",
+        "from collections.abc import Callable, Iterable\nfrom functools import cache, partial\n",
+    ),
+    "helpers rewrapped, commented, single-quoted docstring": swap(
+        swap(
+            APPLIED,
+            "    return impl(scores, k, sorted=True, deterministic=True)\n",
+            "    # Sorted and deterministic, like torch.topk.\n"
+            "    return impl(\n        scores,\n        k,\n        sorted=True,\n"
+            "        deterministic=True,\n    )\n",
+        ),
+        '"""FlashInfer\'s radix top-k, or None for torch.topk."""',
+        "'''Radix top-k from FlashInfer when it can run here.'''\n",
+    ),
+    "method elsewhere in the class, reworded docstring, single quotes": swap(
+        swap(APPLIED, METHOD, ""),
+        "\n    def _apply_head(",
+        swap(
+            swap(
+                METHOD,
+                '"""Vocab-parallel top-k without all-gathering full logits.',
+                '"""Top-k over a vocab-parallel head.',
+            ),
+            '-float("inf")',
+            "-float('inf')",
+        )
+        + "\n    def _apply_head(",
+    ),
+    "helpers and method with different blank lines": swap(
+        swap(
+            APPLIED,
+            "    from flashinfer import top_k\n\n    return top_k\n",
+            "    from flashinfer import top_k\n    return top_k\n",
+        ),
+        "\n        values, ids = _topk(logits, k)\n",
+        "\n\n        values, ids = _topk(logits, k)\n",
+    ),
+}
+
+LOGGED = (
+    "    if not has_flashinfer():\n"
+    "        logger.info_once(\n"
+    '            "flashinfer is unavailable; vocab-parallel top-k uses torch.topk, "\n'
+    '            "at roughly half the speed."\n'
+    "        )\n"
+    "        return None\n"
+)
+
+DRIFT = {
+    "_flashinfer_topk logs when FlashInfer is missing (upstream 0.28.0)": swap(
+        APPLIED,
+        "    if not has_flashinfer():\n        return None\n",
+        LOGGED,
+    ),
+    "_flashinfer_topk without @cache": swap(APPLIED, "@cache\n", ""),
+    "_topk with another fallback": swap(
+        APPLIED,
+        "torch.topk(scores, k, dim=-1)",
+        "torch.topk(scores, k, dim=-1, sorted=False)",
+    ),
+    "a pending file with its own _topk": swap(
+        PENDING,
+        "\n\n# --8<--",
+        "\n\ndef _topk(scores, k):\n    return torch.topk(scores, k)\n\n\n# --8<--",
+    ),
+    "only one of the two helpers": swap(
+        APPLIED,
+        "def _topk(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:\n"
+        "    impl = _flashinfer_topk()\n"
+        "    if impl is None or not scores.is_cuda:\n"
+        "        return torch.topk(scores, k, dim=-1)\n"
+        "    return impl(scores, k, sorted=True, deterministic=True)\n",
+        "",
+    ),
+    "helpers without the has_flashinfer import": swap(
+        APPLIED, "from vllm.utils.flashinfer import has_flashinfer\n", ""
+    ),
+    "has_flashinfer imported from elsewhere": swap(
+        PENDING,
+        "\nimport torch\n",
+        "\nimport torch\n\nfrom vllm.utils.import_utils import has_flashinfer\n",
+    ),
+    "get_top_k_tokens scales before selecting": swap(
+        APPLIED,
+        "        values, ids = _topk(logits, k)\n",
+        "        logits = logits * self.scale\n        values, ids = _topk(logits, k)\n",
+    ),
+    "get_top_k_tokens with an extra keyword (upstream 0.33.0)": swap(
+        APPLIED,
+        "        embedding_bias: torch.Tensor | None = None,\n    ) -> tuple",
+        "        embedding_bias: torch.Tensor | None = None,\n"
+        "        *,\n        return_log_probs: bool = False,\n    ) -> tuple",
+    ),
+    "a pending file with its own get_top_k_tokens": swap(
+        PENDING,
+        EXTRA_REPR,
+        "\n    def get_top_k_tokens(self, lm_head, hidden_states, k):\n"
+        "        return self._apply_head(lm_head, hidden_states, None).topk(k)\n"
+        + EXTRA_REPR,
+    ),
+    "extra_repr renamed": swap(PENDING, "def extra_repr(", "def __repr__("),
+    "no _apply_head to call": swap(PENDING, "def _apply_head(", "def _project("),
+    "tensor_model_parallel_all_gather not imported": swap(
+        PENDING, "from vllm.distributed import tensor_model_parallel_all_gather\n", ""
+    ),
+    "no LogitsProcessor class": swap(
+        PENDING, "class LogitsProcessor(", "class Logits("
+    ),
+    "no current_platform import": swap(
+        PENDING, "from vllm.platforms import current_platform\n", ""
+    ),
+    "no import torch": swap(PENDING, "\nimport torch\n", "\nfrom torch import nn\n"),
+    "Callable from typing": swap(
+        PENDING, "\nimport torch\n", "\nfrom typing import Callable\n\nimport torch\n"
+    ),
+    "cache bound to lru_cache": swap(
+        PENDING,
+        "\nimport torch\n",
+        "\nfrom functools import lru_cache as cache\n\nimport torch\n",
+    ),
+}
+
+
+class TestVocabParallelTopK(CodemodTest):
+    TRANSFORM = VocabParallelTopK
+
+    def test_pending_file_gets_imports_helpers_and_method(self) -> None:
+        self.assertCodemod(PENDING, APPLIED)
+
+    def test_applied_file_is_left_alone(self) -> None:
+        self.assertCodemod(APPLIED, APPLIED)
+
+
+def verdicts(source: str) -> dict[str, State]:
+    codemod = VocabParallelTopK()
+    codemod.transform_module(cst.parse_module(CodemodTest.make_fixture_data(source)))
+    return {v.hunk: v.state for v in codemod.verdicts}
+
+
+def test_every_hunk_is_pending_then_applied() -> None:
+    hunks = ["imports", "top-k helpers", "get_top_k_tokens"]
+    assert verdicts(PENDING) == dict.fromkeys(hunks, State.PENDING)
+    assert verdicts(APPLIED) == dict.fromkeys(hunks, State.APPLIED)
+
+
+@pytest.mark.parametrize("before,after", COSMETIC.values(), ids=COSMETIC.keys())
+def test_cosmetic_variants_are_patched(before: str, after: str) -> None:
+    case = TestVocabParallelTopK()
+    case.assertCodemod(before, after)
+    case.assertCodemod(after, after)
+
+
+@pytest.mark.parametrize("source", ALREADY_APPLIED.values(), ids=ALREADY_APPLIED.keys())
+def test_cosmetic_variants_of_the_result_count_as_applied(source: str) -> None:
+    TestVocabParallelTopK().assertCodemod(source, source)
+    assert set(verdicts(source).values()) == {State.APPLIED}
+
+
+@pytest.mark.parametrize("source", DRIFT.values(), ids=DRIFT.keys())
+def test_semantic_variants_are_refused(source: str) -> None:
+    with pytest.raises(EditRefused) as refused:
+        TestVocabParallelTopK().assertCodemod(source, source)
+    assert refused.value.edit == "vocab-parallel-topk"
+
+
+def test_upstream_helper_is_named_in_the_refusal() -> None:
+    source = DRIFT["_flashinfer_topk logs when FlashInfer is missing (upstream 0.28.0)"]
+    with pytest.raises(EditRefused) as refused:
+        TestVocabParallelTopK().assertCodemod(source, source)
+    (drifted,) = refused.value.drifted
+    assert drifted.hunk == "top-k helpers"
+    assert "_flashinfer_topk" in drifted.reason
+    assert "logger.info_once" in drifted.reason
+
+
+def test_every_drifted_hunk_is_reported() -> None:
+    source = swap(
+        swap(PENDING, "def extra_repr(", "def __repr__("),
+        "from vllm.platforms import current_platform\n",
+        "",
+    )
+    with pytest.raises(EditRefused) as refused:
+        TestVocabParallelTopK().assertCodemod(source, source)
+    assert [v.hunk for v in refused.value.drifted] == [
+        "top-k helpers",
+        "get_top_k_tokens",
+    ]
+    assert "extra_repr" in refused.value.drifted[1].reason
+
+
+def test_a_crlf_file_stays_crlf_inside_the_inserted_docstrings() -> None:
+    crlf = CodemodTest.make_fixture_data(PENDING).replace("\n", "\r\n")
+    out = VocabParallelTopK().transform_module(cst.parse_module(crlf)).code
+    assert out == CodemodTest.make_fixture_data(APPLIED).replace("\n", "\r\n")

@@ -1,0 +1,224 @@
+"""Edit 1, causality: a DFlash draft's top-level `is_causal` decides first.
+
+Target: the module-level function `_dflash_layer_causal(config, layer_idx)` of
+the DFlash1 model. In 0.27.1 it reads only `dflash_config.causal` and
+otherwise infers causality from the layer type:
+
+    override = (getattr(config, "dflash_config", None) or {}).get("causal")
+    if override is not None:
+        return override
+    layer_types = getattr(config, "layer_types", None)
+    return bool(layer_types) and layer_types[layer_idx] == _SLIDING_ATTENTION
+
+The edit puts a top-level `config.is_causal` in front (returned as
+`bool(...)`), makes the `dflash_config.causal` override a `bool(...)` too,
+keeps the layer-type fallback as it is and rewords the docstring.
+
+Why: a DFlash2 config states `is_causal` at the top level, and every layer of
+such a checkpoint is `sliding_attention`, which the layer-type inference calls
+causal -- the opposite of what a block-diffusion drafter needs, and a silently
+worse draft rather than an error.
+
+The whole function is judged, not just its first lines: it is pending only if
+it means what 0.27.1's does, applied only if it means what the edited one
+does. Anything else -- a changed fallback, a different signature, another
+override -- is drift, because inserting the new lines there would silently
+combine the spec's rules with someone else's.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+
+import libcst as cst
+import libcst.matchers as m
+
+from ._base import BackportCodemod
+from ._meaning import code_of, meaning
+
+FUNCTION = "_dflash_layer_causal"
+
+OLD_FUNCTION = '''\
+def _dflash_layer_causal(config: Qwen3Config, layer_idx: int) -> bool:
+    """``dflash_config.causal`` overrides all layers; else only SWA layers causal."""
+    override = (getattr(config, "dflash_config", None) or {}).get("causal")
+    if override is not None:
+        return override
+    layer_types = getattr(config, "layer_types", None)
+    return bool(layer_types) and layer_types[layer_idx] == _SLIDING_ATTENTION
+'''
+
+NEW_FUNCTION = '''\
+def _dflash_layer_causal(config: Qwen3Config, layer_idx: int) -> bool:
+    """Resolve explicit causality before falling back to legacy layer defaults."""
+    is_causal = getattr(config, "is_causal", None)
+    if is_causal is not None:
+        return bool(is_causal)
+    override = (getattr(config, "dflash_config", None) or {}).get("causal")
+    if override is not None:
+        return bool(override)
+    layer_types = getattr(config, "layer_types", None)
+    return bool(layer_types) and layer_types[layer_idx] == _SLIDING_ATTENTION
+'''
+
+# What the edit writes in front of the override: the new docstring and the
+# `is_causal` check, exactly as in NEW_FUNCTION.
+INTRO = '''\
+"""Resolve explicit causality before falling back to legacy layer defaults."""
+is_causal = getattr(config, "is_causal", None)
+if is_causal is not None:
+    return bool(is_causal)
+'''
+# And what the override's `if` returns instead of the raw value.
+OVERRIDE_RESULT = "bool(override)"
+
+_TARGET = m.FunctionDef(name=m.Name(FUNCTION))
+
+
+def _is_docstring(statement: cst.BaseSmallStatement) -> bool:
+    # What Python's parser takes as a docstring: a plain (not f-) string.
+    return m.matches(statement, m.Expr(value=m.SimpleString() | m.ConcatenatedString()))
+
+
+def _split(function_source: str) -> tuple[ast.FunctionDef, list[ast.stmt]]:
+    """A function's node and its statements, docstring dropped."""
+    node = ast.parse(function_source).body[0]
+    assert isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    body = node.body
+    if (
+        body
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+        and isinstance(body[0].value.value, str)
+    ):
+        body = body[1:]
+    return node, body
+
+
+def _signature(node: ast.FunctionDef) -> str:
+    """Decorators, `def` line and annotations, as source on one line."""
+    stub = copy.copy(node)
+    stub.body = [ast.Expr(ast.Constant(...))]
+    return "; ".join(ast.unparse(stub).splitlines()[:-1])
+
+
+def _one_line(statement: ast.stmt) -> str:
+    return " ".join(ast.unparse(statement).split())
+
+
+_REMEDY = "bring it back to 0.27.1's or apply the causality change by hand"
+
+
+def _difference(found: cst.FunctionDef) -> str:
+    """Where `found` departs from the nearer of the two known versions."""
+    node, body = _split(code_of(found.with_changes(leading_lines=())))
+    old_node, old = _split(OLD_FUNCTION)
+    _, new = _split(NEW_FUNCTION)
+    if _signature(node) != _signature(old_node):
+        return (
+            f"a different signature, {_signature(node)!r} instead of "
+            f"{_signature(old_node)!r}; {_REMEDY}"
+        )
+    found_dumps = [ast.dump(s) for s in body]
+
+    def shared(reference: list[ast.stmt]) -> int:
+        count = 0
+        for have, want in zip(found_dumps, reference):
+            if have != ast.dump(want):
+                break
+            count += 1
+        return count
+
+    # Report against whichever version the function follows longer.
+    name, reference = max(
+        (("0.27.1's", old), ("the edited one", new)), key=lambda c: shared(c[1])
+    )
+    common = shared(reference)
+    if common < len(body) and common < len(reference):
+        return (
+            f"a body that departs from {name} at {_one_line(body[common])!r} "
+            f"(expected {_one_line(reference[common])!r}); {_REMEDY}"
+        )
+    if common < len(body):
+        return (
+            f"a body with more than {name}, from {_one_line(body[common])!r} "
+            f"on; {_REMEDY}"
+        )
+    return (
+        f"a body that stops short of {name}, missing "
+        f"{_one_line(reference[common])!r}; {_REMEDY}"
+    )
+
+
+class Causality(BackportCodemod):
+    EDIT = "causality"
+    PATH = "vllm/model_executor/models/qwen3_dflash.py"
+    DESCRIPTION = (
+        "_dflash_layer_causal honours a top-level is_causal before "
+        "dflash_config.causal and the layer-type fallback"
+    )
+
+    def backport(self, tree: cst.Module) -> cst.Module:
+        hunk = "is_causal first"
+        found = [s for s in tree.body if m.matches(s, _TARGET)]
+        if len(found) != 1:
+            self.drift(
+                hunk,
+                f"one module-level function {FUNCTION}(config, layer_idx)",
+                f"{len(found)} of them" if found else "none",
+            )
+            return tree
+        (function,) = found
+        assert isinstance(function, cst.FunctionDef)
+
+        found_meaning = meaning(function)
+        if found_meaning == meaning(NEW_FUNCTION):
+            self.applied(hunk)
+            return tree
+        if found_meaning != meaning(OLD_FUNCTION):
+            self.drift(
+                hunk,
+                f"{FUNCTION} as in 0.27.1 or as the causality edit leaves it",
+                _difference(function),
+            )
+            return tree
+
+        self.pending(hunk)
+        new_function = function.with_changes(body=self._edited_body(function))
+        return tree.with_changes(
+            body=[new_function if s is function else s for s in tree.body]
+        )
+
+    def _edited_body(self, function: cst.FunctionDef) -> cst.IndentedBlock:
+        block = function.body
+        # 0.27.1's meaning has an `if` in the body, so it is an indented block.
+        assert isinstance(block, cst.IndentedBlock)
+        body = list(block.body)
+        intro = self.statements(INTRO)
+
+        first = body[0]
+        if isinstance(first, cst.SimpleStatementLine) and _is_docstring(first.body[0]):
+            # The old docstring gives way to the new one; comments above it stay.
+            intro[0] = intro[0].with_changes(leading_lines=first.leading_lines)
+            if len(first.body) == 1:
+                body.pop(0)
+            else:
+                body[0] = first.with_changes(body=first.body[1:])
+
+        # The override's `if` is the only compound statement before the
+        # fallback; only its returned value changes, so comments in it survive.
+        index = next(i for i, s in enumerate(body) if isinstance(s, cst.If))
+        override = body[index]
+        (result,) = m.findall(override.body, m.Return())
+        assert isinstance(result, cst.Return)
+        body[index] = override.deep_replace(
+            result,
+            result.with_changes(
+                value=cst.parse_expression(
+                    OVERRIDE_RESULT, config=self.module.config_for_parsing
+                ),
+                whitespace_after_return=cst.SimpleWhitespace(" "),
+            ),
+        )
+        return block.with_changes(body=[*intro, *body])

@@ -1,0 +1,289 @@
+"""Edit 7, draft logit cache: a speculator says how its cached proposal is shaped.
+
+Target: class `DraftModelSpeculator` in
+vllm/v1/worker/gpu/spec_decode/speculator.py.
+
+In its `__init__`, the allocation of the cached proposal distribution must be
+0.27.1's
+
+    self.draft_logits = torch.zeros(
+        self.max_num_reqs, self.num_speculative_steps, self.vocab_size,
+        dtype=torch.float32, device=device,
+    )
+
+and becomes
+
+    dtype, fill = self.draft_logits_spec(vllm_config)
+    self.draft_logits = torch.full(
+        (self.max_num_reqs, self.num_speculative_steps, self.vocab_size),
+        fill, dtype=dtype, device=device,
+    )
+
+Right before the method `_validate_local_argmax_reduction` it inserts the
+default hook `draft_logits_spec(self, vllm_config) -> tuple[torch.dtype,
+float]`, which returns `torch.float32, 0.0`.
+
+Why: DFlash2 writes only its K candidate columns per row, so it needs a buffer
+filled with -inf; an unwritten column left at 0.0 would be a uniform-weight
+candidate the rejection sampler treats as real. The default keeps 0.27.1's
+float32 zeros, so every other speculator allocates exactly what it does today.
+Upstream's hook returns `model_config.head_dtype` instead; 0.27.1 does not
+cache the proposal in that dtype, so a `draft_logits_spec` that returns it is
+drift, as is any other existing `draft_logits_spec` that differs from the
+default.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+import libcst.matchers as m
+
+from ._base import BackportCodemod, State
+from ._meaning import code_of, describe, same_meaning
+from .speculator_selection import (
+    how_method_differs,
+    insert_method_before,
+    methods_named,
+)
+
+SPECULATOR = "DraftModelSpeculator"
+ALLOCATING_METHOD = "__init__"
+ANCHOR_METHOD = "_validate_local_argmax_reduction"
+HOOK = "draft_logits_spec"
+
+ZEROS_ALLOCATION = """
+self.draft_logits = torch.zeros(
+    self.max_num_reqs,
+    self.num_speculative_steps,
+    self.vocab_size,
+    dtype=torch.float32,
+    device=device,
+)
+"""
+SPEC_LOOKUP = f"dtype, fill = self.{HOOK}(vllm_config)\n"
+FULL_ALLOCATION = """\
+self.draft_logits = torch.full(
+    (
+        self.max_num_reqs,
+        self.num_speculative_steps,
+        self.vocab_size,
+    ),
+    fill,
+    dtype=dtype,
+    device=device,
+)
+"""
+# Docstring lines after the first are string content, not indentation: they
+# are written here as they must read inside the class.
+HOOK_SOURCE = (
+    f"def {HOOK}(self, vllm_config: VllmConfig) -> tuple[torch.dtype, float]:\n"
+    '    """Dtype and fill for the cached proposal distribution.\n'
+    "\n"
+    "        Speculators that write only a subset of columns each step override this.\n"
+    '        """\n'
+    "    return torch.float32, 0.0\n"
+)
+
+_DRAFT_LOGITS_ASSIGNMENT = m.SimpleStatementLine(
+    body=[
+        m.Assign(
+            targets=[
+                m.AssignTarget(
+                    target=m.Attribute(
+                        value=m.Name("self"), attr=m.Name("draft_logits")
+                    )
+                )
+            ]
+        )
+    ]
+)
+
+
+class DraftLogitCache(BackportCodemod):
+    EDIT = "draft-logit-cache"
+    PATH = "vllm/v1/worker/gpu/spec_decode/speculator.py"
+    DESCRIPTION = "the cached proposal distribution is shaped by draft_logits_spec"
+
+    BUFFER_HUNK = "cached proposal distribution is speculator-shaped"
+    HOOK_HUNK = "draft_logits_spec default"
+
+    def backport(self, tree: cst.Module) -> cst.Module:
+        classes = [
+            s for s in tree.body if m.matches(s, m.ClassDef(name=m.Name(SPECULATOR)))
+        ]
+        if len(classes) != 1:
+            found = f"{len(classes)} module-level classes of that name"
+            for hunk in (self.BUFFER_HUNK, self.HOOK_HUNK):
+                self.drift(hunk, f"one module-level class {SPECULATOR}", found)
+            return tree
+        (cls,) = classes
+        assert isinstance(cls, cst.ClassDef)
+
+        # Both hunks are judged before anything changes, so that every drift
+        # is reported and a drift in one leaves the other unwritten.
+        buffer = self._buffer(cls)
+        hook = self._hook(cls)
+        if any(v.state is State.DRIFT for v in self.verdicts):
+            return tree
+        if buffer is None and hook is None:
+            return tree
+
+        body: list[cst.BaseStatement] = list(cls.body.body)
+        if buffer is not None:
+            old_method, new_method = buffer
+            body = [new_method if s is old_method else s for s in body]
+        if hook is not None:
+            anchor, new_hook = hook
+            body = insert_method_before(body, anchor, new_hook)
+        new_cls = cls.with_changes(body=cls.body.with_changes(body=body))
+        return tree.with_changes(body=[new_cls if s is cls else s for s in tree.body])
+
+    def _buffer(
+        self, cls: cst.ClassDef
+    ) -> tuple[cst.FunctionDef, cst.FunctionDef] | None:
+        """The `__init__` to swap in, if the allocation is pending."""
+        hunk = self.BUFFER_HUNK
+        where = f"{SPECULATOR}.{ALLOCATING_METHOD}"
+        methods = methods_named(cls, ALLOCATING_METHOD)
+        if len(methods) != 1:
+            self.drift(hunk, f"one {where}", f"{len(methods)}")
+            return None
+        (method,) = methods
+        assignments = m.findall(method, _DRAFT_LOGITS_ASSIGNMENT)
+        if len(assignments) != 1:
+            self.drift(
+                hunk,
+                f"one assignment of self.draft_logits in {where} (the "
+                "probabilistic-sampling buffer)",
+                f"{len(assignments)}",
+            )
+            return None
+        (allocation,) = assignments
+        assert isinstance(allocation, cst.SimpleStatementLine)
+        block = self._block_of(method, allocation)
+        statements = list(block.body)
+        index = next(i for i, s in enumerate(statements) if s is allocation)
+        looked_up = index > 0 and same_meaning(statements[index - 1], SPEC_LOOKUP)
+
+        if same_meaning(allocation, FULL_ALLOCATION):
+            if looked_up:
+                self.applied(hunk)
+            else:
+                self.drift(
+                    hunk,
+                    f"`{SPEC_LOOKUP.strip()}` right before the torch.full "
+                    "allocation of self.draft_logits",
+                    "the allocation without it",
+                )
+            return None
+        if not same_meaning(allocation, ZEROS_ALLOCATION) or looked_up:
+            self.drift(
+                hunk,
+                "self.draft_logits allocated as torch.zeros(max_num_reqs, "
+                "num_speculative_steps, vocab_size, dtype=torch.float32, "
+                f"device=device) in {where}, as in vLLM 0.27.1",
+                _how_allocation_differs(allocation)
+                + (f", after `{SPEC_LOOKUP.strip()}`" if looked_up else ""),
+            )
+            return None
+
+        self.pending(hunk)
+        lookup, full = self.statements(SPEC_LOOKUP + FULL_ALLOCATION)
+        assert isinstance(full, cst.SimpleStatementLine)
+        # Comments above the allocation now introduce the pair; one at the end
+        # of its line stays at the end of the allocation.
+        statements[index : index + 1] = [
+            lookup.with_changes(leading_lines=allocation.leading_lines),
+            full.with_changes(trailing_whitespace=allocation.trailing_whitespace),
+        ]
+        new_method = method.deep_replace(block, block.with_changes(body=statements))
+        assert isinstance(new_method, cst.FunctionDef)
+        return method, new_method
+
+    @staticmethod
+    def _block_of(
+        method: cst.FunctionDef, statement: cst.BaseStatement
+    ) -> cst.IndentedBlock:
+        blocks = m.findall(
+            method,
+            m.IndentedBlock(
+                body=m.MatchIfTrue(lambda body: any(s is statement for s in body))
+            ),
+        )
+        (block,) = blocks
+        assert isinstance(block, cst.IndentedBlock)
+        return block
+
+    def _hook(
+        self, cls: cst.ClassDef
+    ) -> tuple[cst.FunctionDef, cst.FunctionDef] | None:
+        """The anchor and the hook to insert before it, if the hook is pending."""
+        hunk = self.HOOK_HUNK
+        hooks = methods_named(cls, HOOK)
+        if len(hooks) > 1:
+            self.drift(hunk, f"at most one {SPECULATOR}.{HOOK}", f"{len(hooks)}")
+            return None
+        if hooks:
+            if same_meaning(hooks[0], HOOK_SOURCE):
+                self.applied(hunk)
+            else:
+                self.drift(
+                    hunk,
+                    f"{SPECULATOR}.{HOOK}(self, vllm_config) to return "
+                    "torch.float32, 0.0 (0.27.1 caches float32 draft logits)",
+                    f"a {HOOK} that differs: "
+                    f"{how_method_differs(hooks[0], HOOK_SOURCE)}; make it return "
+                    "torch.float32, 0.0 or remove it",
+                )
+            return None
+        anchors = methods_named(cls, ANCHOR_METHOD)
+        if len(anchors) != 1:
+            self.drift(
+                hunk,
+                f"one method {SPECULATOR}.{ANCHOR_METHOD} to add {HOOK} before",
+                f"{len(anchors)}",
+            )
+            return None
+        self.pending(hunk)
+        new_hook = self.statement(HOOK_SOURCE)
+        assert isinstance(new_hook, cst.FunctionDef)
+        return anchors[0], new_hook
+
+
+def _how_allocation_differs(allocation: cst.SimpleStatementLine) -> str:
+    """The allocation, and where its arguments first depart from 0.27.1's."""
+    (assign,) = allocation.body
+    assert isinstance(assign, cst.Assign)
+    shown = describe(assign, 100)
+    found = assign.value
+    spec_line = cst.parse_statement(ZEROS_ALLOCATION.strip())
+    assert isinstance(spec_line, cst.SimpleStatementLine)
+    spec_assign = spec_line.body[0]
+    assert isinstance(spec_assign, cst.Assign)
+    spec = spec_assign.value
+    assert isinstance(spec, cst.Call)
+    if not isinstance(found, cst.Call) or not same_meaning(found.func, spec.func):
+        return shown
+    found_dims = [a for a in found.args if a.keyword is None]
+    spec_dims = [a for a in spec.args if a.keyword is None]
+    if len(found_dims) != len(spec_dims):
+        return f"{shown}, with {len(found_dims)} dimensions instead of 3"
+    found_kw = {a.keyword.value: a for a in found.args if a.keyword is not None}
+    spec_kw = {a.keyword.value: a for a in spec.args if a.keyword is not None}
+    pairs = [*zip(found_dims, spec_dims)]
+    pairs += [(found_kw.get(name), arg) for name, arg in spec_kw.items()]
+    for ours, theirs in pairs:
+        if ours is None:
+            return f"{shown}, without {_argument(theirs)}"
+        if not same_meaning(ours.value, theirs.value):
+            return (
+                f"{shown}, with {_argument(ours)} where 0.27.1 has {_argument(theirs)}"
+            )
+    extra = [arg for name, arg in found_kw.items() if name not in spec_kw]
+    if extra:
+        return f"{shown}, with {_argument(extra[0])} added"
+    return shown
+
+
+def _argument(arg: cst.Arg) -> str:
+    return " ".join(code_of(arg.with_changes(comma=cst.MaybeSentinel.DEFAULT)).split())

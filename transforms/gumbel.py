@@ -1,0 +1,174 @@
+"""Edit 5, gumbel: the Gumbel-max draw as a Triton function of its own.
+
+Target: vllm/v1/worker/gpu/sample/gumbel.py, one hunk.
+
+gumbel_noised_argmax
+    Must be there: a module-level `@triton.jit def gumbel_block_argmax`, and
+    the module-level names the new function uses: `tl`, `tldevice`, `triton`,
+    `tl_rand32` and `tl_rand64`.
+    Inserts, right before it:
+        @triton.jit
+        def gumbel_noised_argmax(logits, keys, mask, seed, pos, temp,
+                                 USE_FP64: tl.constexpr,
+                                 APPLY_TEMPERATURE: tl.constexpr = True)
+    Applied when a module-level `gumbel_noised_argmax` with the spec's meaning
+    is there, decorator included and docstring excluded; one with another body
+    is drift, never "done".
+
+Why: the DFlash2 selector walks one path through the drafted candidates and
+has to draw the same Gumbel noise for a token that verification will draw, so
+it needs the noised argmax as a callable keyed by (seed, pos, keys).
+
+`gumbel_block_argmax` is deliberately left as it is. Upstream also rewrites it
+to call the new function, but 0.27.1's copy differs from the one that change
+was written against, and rewriting a hot sampling kernel only to deduplicate
+it is not worth the risk. The two copies compute the same draw.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+import libcst.matchers as m
+
+from ._base import BackportCodemod
+from ._meaning import same_meaning
+from .vocab_parallel_topk import (
+    in_file_newlines,
+    leading_blank_lines,
+    module_bindings,
+    where_it_differs,
+)
+
+NAME = "gumbel_noised_argmax"
+ANCHOR = "gumbel_block_argmax"
+#: Module-level names the new function's body reads.
+NEEDS = ("tl", "tldevice", "triton", "tl_rand32", "tl_rand64")
+
+GUMBEL_NOISED_ARGMAX = '''\
+@triton.jit
+def gumbel_noised_argmax(
+    logits,
+    keys,
+    mask,
+    seed,
+    pos,
+    temp,
+    USE_FP64: tl.constexpr,
+    APPLY_TEMPERATURE: tl.constexpr = True,
+):
+    """Argmax of logits under Gumbel-max sampling, or plain argmax at temp 0.
+
+    `keys` indexes the noise, so the same token draws the same noise wherever it
+    appears; `pos` and `seed` place the draw in the request's stream, which is
+    what lets a draft and its verification agree.
+    """
+    if temp != 0.0 and APPLY_TEMPERATURE:
+        # Match the behavior of _temperature_kernel: if that kernel uses
+        # tl.div_rn, this must too.
+        logits = logits / temp
+
+    if USE_FP64:
+        logits = logits.to(tl.float64)
+    if temp != 0.0:
+        gumbel_seed = tl.randint(seed, pos)
+        if USE_FP64:
+            u = tl_rand64(gumbel_seed, keys, includes_zero=False)
+            gumbel_noise = -tl.log(-tl.log(u))
+        else:
+            u = tl_rand32(gumbel_seed, keys, includes_zero=False)
+            # log1p keeps the winning tail at u -> 0, where fp32 resolves it.
+            gumbel_noise = -tl.log(-tldevice.log1p(-u))
+        logits = tl.where(mask, logits + gumbel_noise, float("-inf"))
+
+    return tl.max(logits, axis=0, return_indices=True)
+'''
+
+_BLANK = cst.EmptyLine(indent=False)
+
+
+def _function(name: str) -> m.FunctionDef:
+    return m.FunctionDef(name=m.Name(name))
+
+
+_TRITON_JIT = m.Attribute(value=m.Name("triton"), attr=m.Name("jit"))
+# `@triton.jit(...)` with options is just as much a Triton function.
+_JITTED = m.FunctionDef(
+    decorators=[
+        m.ZeroOrMore(),
+        m.Decorator(decorator=_TRITON_JIT | m.Call(func=_TRITON_JIT)),
+        m.ZeroOrMore(),
+    ]
+)
+
+
+class GumbelNoisedArgmax(BackportCodemod):
+    EDIT = "gumbel"
+    PATH = "vllm/v1/worker/gpu/sample/gumbel.py"
+    DESCRIPTION = (
+        "gumbel_noised_argmax: the Gumbel-max draw as a Triton function a "
+        "draft walk can share with verification"
+    )
+
+    def backport(self, tree: cst.Module) -> cst.Module:
+        hunk = NAME
+        existing = [s for s in tree.body if m.matches(s, _function(NAME))]
+        for function in existing:
+            assert isinstance(function, cst.FunctionDef)
+            if not same_meaning(function, GUMBEL_NOISED_ARGMAX):
+                self.drift(
+                    hunk,
+                    f"`{NAME}` as the spec writes it",
+                    f"a different `{NAME}` "
+                    f"({where_it_differs(function, GUMBEL_NOISED_ARGMAX)}), "
+                    "which the backport will not overwrite",
+                )
+                return tree
+        if existing:
+            self.applied(hunk)
+            return tree
+
+        anchors = [
+            i for i, s in enumerate(tree.body) if m.matches(s, _function(ANCHOR))
+        ]
+        problems = []
+        if not anchors:
+            problems.append(
+                f"no module-level `{ANCHOR}` (renamed or removed?) to put "
+                f"`{NAME}` before"
+            )
+        elif len(anchors) > 1:
+            problems.append(f"{len(anchors)} module-level `{ANCHOR}` definitions")
+        elif not m.matches(tree.body[anchors[0]], _JITTED):
+            problems.append(f"`{ANCHOR}` without `@triton.jit`")
+        bindings = module_bindings(tree)
+        missing = [name for name in NEEDS if name not in bindings]
+        if missing:
+            problems.append(
+                ", ".join(f"`{name}`" for name in missing)
+                + " neither imported nor defined at module level, though "
+                f"`{NAME}` uses " + ("it" if len(missing) == 1 else "them")
+            )
+        if problems:
+            self.drift(
+                hunk,
+                f"a module-level `@triton.jit def {ANCHOR}` to insert before, "
+                "and module-level " + ", ".join(f"`{n}`" for n in NEEDS),
+                "; ".join(problems),
+            )
+            return tree
+
+        self.pending(hunk)
+        (index,) = anchors
+        anchor = tree.body[index]
+        blank, rest = leading_blank_lines(anchor.leading_lines)
+        new = self.statement(in_file_newlines(GUMBEL_NOISED_ARGMAX, tree)).with_changes(
+            leading_lines=blank
+        )
+        body = list(tree.body)
+        # Comments above the anchor stay with it; the blank lines that
+        # separated it from what precedes now precede the new function.
+        body[index : index + 1] = [
+            new,
+            anchor.with_changes(leading_lines=[_BLANK, _BLANK, *rest]),
+        ]
+        return tree.with_changes(body=body)

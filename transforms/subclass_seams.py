@@ -1,0 +1,500 @@
+"""Edit 2, subclass seams: DFlash2 swaps its own layer and model into DFlash1's.
+
+Targets, in the DFlash1 model module:
+- class `DFlashQwen3Model` and, in its `__init__`,
+      self.layers = nn.ModuleList([DFlashQwen3DecoderLayer(...) for ...])
+- class `DFlashQwen3ForCausalLM` and, in its `__init__`,
+      self.model = DFlashQwen3Model(vllm_config=..., prefix=..., ...)
+
+Inserts, first in each class body (after a docstring, if any), a class
+attribute naming the class that 0.27.1 hard-codes:
+    decoder_layer_cls = DFlashQwen3DecoderLayer
+    model_cls = DFlashQwen3Model
+and routes the two constructions through it, arguments untouched:
+    self.decoder_layer_cls(...)        self.model_cls(...)
+
+Why: the DFlash2 model subclasses these two classes and only needs another
+decoder layer and another inner model; with the seams it overrides two class
+attributes instead of copying 700 lines to change two names.
+
+Each of the four hunks is judged on its own. An attribute counts as applied
+wherever it sits in the class body, as long as it names the expected class; a
+construction counts as applied when it goes through the seam and otherwise
+means what 0.27.1's does (keyword order aside). Another class, another value,
+other arguments or a missing construction is drift: a subclass relying on
+the seam would silently get the wrong layer or model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import libcst as cst
+import libcst.matchers as m
+
+from ._base import BackportCodemod, State
+from ._meaning import describe, same_meaning
+
+
+@dataclasses.dataclass(frozen=True)
+class Seam:
+    owner: str  # the class that gains the attribute
+    attribute: str
+    value: str  # the class 0.27.1 hard-codes; also the attribute's value
+    target: str  # what the construction is assigned to, e.g. `self.layers`
+    # 0.27.1's whole assignment; the seam changes only the constructor.
+    construction: str
+    attribute_hunk: str
+    construction_hunk: str
+
+    @property
+    def seam(self) -> str:
+        return f"self.{self.attribute}"
+
+
+LAYER_SEAM = Seam(
+    owner="DFlashQwen3Model",
+    attribute="decoder_layer_cls",
+    value="DFlashQwen3DecoderLayer",
+    target="self.layers",
+    construction="""\
+self.layers = nn.ModuleList(
+    [
+        DFlashQwen3DecoderLayer(
+            current_vllm_config,
+            config=self.config,
+            layer_idx=layer_idx,
+            cache_config=current_vllm_config.cache_config,
+            quant_config=self.quant_config,
+            prefix=maybe_prefix(prefix, f"layers.{layer_idx + start_layer_id}"),
+        )
+        for layer_idx in range(self.config.num_hidden_layers)
+    ]
+)
+""",
+    attribute_hunk="decoder_layer_cls attribute",
+    construction_hunk="layers via decoder_layer_cls",
+)
+
+MODEL_SEAM = Seam(
+    owner="DFlashQwen3ForCausalLM",
+    attribute="model_cls",
+    value="DFlashQwen3Model",
+    target="self.model",
+    construction="""\
+self.model = DFlashQwen3Model(
+    vllm_config=vllm_config,
+    prefix=maybe_prefix(prefix, "model"),
+    start_layer_id=target_layer_num,
+)
+""",
+    attribute_hunk="model_cls attribute",
+    construction_hunk="model via model_cls",
+)
+
+SEAMS = (LAYER_SEAM, MODEL_SEAM)
+
+
+# -- finding things ---------------------------------------------------------
+
+
+def _count(found: Sequence[object]) -> str:
+    return f"{len(found)} of them" if found else "none"
+
+
+def _self_attribute(name: str) -> m.Attribute:
+    return m.Attribute(value=m.Name("self"), attr=m.Name(name))
+
+
+def _constructor(seam: Seam, value: cst.BaseExpression) -> cst.Call | None:
+    """The call that builds the layer (inside the list) or the model."""
+    if seam is LAYER_SEAM:
+        if m.matches(value, m.Call(args=[m.Arg(value=m.ListComp(elt=m.Call()))])):
+            assert isinstance(value, cst.Call)
+            element = value.args[0].value
+            assert isinstance(element, cst.ListComp)
+            assert isinstance(element.elt, cst.Call)
+            return element.elt
+        return None
+    return value if isinstance(value, cst.Call) else None
+
+
+def _bindings(body: cst.BaseSuite, name: str) -> list[cst.CSTNode]:
+    """Class-body statements that bind `name`: assignments, methods, classes."""
+    found: list[cst.CSTNode] = []
+    if not isinstance(body, cst.IndentedBlock):
+        return found
+    target = m.Name(name)
+    for statement in body.body:
+        if isinstance(statement, cst.FunctionDef | cst.ClassDef):
+            if statement.name.value == name:
+                found.append(statement)
+        elif isinstance(statement, cst.SimpleStatementLine):
+            found.extend(
+                small
+                for small in statement.body
+                if m.matches(
+                    small,
+                    m.Assign(
+                        targets=[m.ZeroOrMore(), m.AssignTarget(target), m.ZeroOrMore()]
+                    ),
+                )
+                or m.matches(small, m.AnnAssign(target=target))
+            )
+    return found
+
+
+def _binds_at_module_level(statement: cst.BaseStatement, name: str) -> bool:
+    """Whether a module-level statement defines, imports or assigns `name`."""
+    if isinstance(statement, cst.ClassDef | cst.FunctionDef):
+        return statement.name.value == name
+    if isinstance(statement, cst.SimpleStatementLine):
+        return any(_binds(small, name) for small in statement.body)
+    # `if TYPE_CHECKING:` / `try:` blocks and the like: small, so search them.
+    bound = m.findall(
+        statement,
+        m.ClassDef(name=m.Name(name))
+        | m.FunctionDef(name=m.Name(name))
+        | m.SimpleStatementLine(
+            body=[
+                m.ZeroOrMore(),
+                m.MatchIfTrue(lambda small: _binds(small, name)),
+                m.ZeroOrMore(),
+            ]
+        ),
+    )
+    return bool(bound)
+
+
+def _binds(small: cst.BaseSmallStatement, name: str) -> bool:
+    if isinstance(small, cst.Import | cst.ImportFrom):
+        if isinstance(small.names, cst.ImportStar):
+            return True  # cannot tell; let Python decide
+        return any(
+            (alias.asname.name if alias.asname else alias.name).deep_equals(
+                cst.Name(name)
+            )
+            for alias in small.names
+        )
+    return m.matches(
+        small,
+        m.Assign(
+            targets=[m.ZeroOrMore(), m.AssignTarget(m.Name(name)), m.ZeroOrMore()]
+        ),
+    )
+
+
+def _canonical(assignment: cst.Assign, call: cst.Call, callee: str) -> cst.Assign:
+    """The assignment with `callee` as constructor and keywords in name order.
+
+    Keyword order changes nothing here (every argument is a plain read), so
+    `prefix=..., vllm_config=...` means the same as the reverse.
+    """
+    if any(arg.star for arg in call.args):
+        args = call.args
+    else:
+        positional = [a for a in call.args if a.keyword is None]
+        keywords = sorted(
+            (a for a in call.args if a.keyword is not None),
+            key=lambda a: a.keyword.value if a.keyword else "",
+        )
+        args = (*positional, *keywords)
+    canonical = call.with_changes(func=cst.Name(callee), args=args)
+    result = assignment.deep_replace(call, canonical)
+    assert isinstance(result, cst.Assign)
+    return result
+
+
+def _argument_difference(
+    found: cst.Call, expected: cst.Call, around: cst.Assign
+) -> str:
+    """The constructor arguments that differ, in words; else the code around."""
+    positional = [a.value for a in found.args if a.keyword is None]
+    expected_positional = [a.value for a in expected.args if a.keyword is None]
+    keywords = {a.keyword.value: a.value for a in found.args if a.keyword}
+    expected_keywords = {a.keyword.value: a.value for a in expected.args if a.keyword}
+    differences = []
+    if len(positional) != len(expected_positional) or not all(
+        same_meaning(a, b) for a, b in zip(positional, expected_positional)
+    ):
+        differences.append(
+            "positional arguments "
+            + describe(cst.Tuple([cst.Element(v) for v in positional]))
+            + " instead of "
+            + describe(cst.Tuple([cst.Element(v) for v in expected_positional]))
+        )
+    for name, value in expected_keywords.items():
+        if name not in keywords:
+            differences.append(f"no {name}= argument")
+        elif not same_meaning(keywords[name], value):
+            differences.append(
+                f"{name}={describe(keywords[name])} instead of {describe(value)}"
+            )
+    differences.extend(
+        f"an extra {name}={describe(value)}"
+        for name, value in keywords.items()
+        if name not in expected_keywords
+    )
+    if differences:
+        return "; ".join(differences)
+    return f"the same arguments in other code around them: {_outline(around, found)}"
+
+
+def _outline(assignment: cst.Assign, call: cst.Call) -> str:
+    """The assignment on one line, with the constructor's arguments elided."""
+    elided = assignment.deep_replace(
+        call,
+        call.with_changes(
+            args=[cst.Arg(cst.Ellipsis())],
+            whitespace_before_args=cst.SimpleWhitespace(""),
+        ),
+    )
+    assert isinstance(elided, cst.CSTNode)
+    return describe(elided, 120)
+
+
+def _spec_assignment(seam: Seam) -> tuple[cst.Assign, cst.Call]:
+    line = cst.parse_statement(seam.construction)
+    assert isinstance(line, cst.SimpleStatementLine)
+    assignment = line.body[0]
+    assert isinstance(assignment, cst.Assign)
+    call = _constructor(seam, assignment.value)
+    assert call is not None
+    return assignment, call
+
+
+# -- the codemod ------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class _Plan:
+    """What one class needs: which of its two hunks are pending, and where."""
+
+    owner: cst.ClassDef
+    insert_attribute: bool = False
+    # The constructor to reroute and the `__init__` around it, if pending.
+    reroute: tuple[cst.FunctionDef, cst.Call] | None = None
+
+
+class SubclassSeams(BackportCodemod):
+    EDIT = "subclass-seams"
+    PATH = "vllm/model_executor/models/qwen3_dflash.py"
+    DESCRIPTION = (
+        "DFlashQwen3Model.decoder_layer_cls and DFlashQwen3ForCausalLM.model_cls "
+        "let subclasses swap in their own decoder layer and model"
+    )
+
+    def backport(self, tree: cst.Module) -> cst.Module:
+        classes = {
+            seam.owner: [
+                (index, s)
+                for index, s in enumerate(tree.body)
+                if m.matches(s, m.ClassDef(name=m.Name(seam.owner)))
+            ]
+            for seam in SEAMS
+        }
+        plans: list[_Plan] = []
+        for seam in SEAMS:
+            found = classes[seam.owner]
+            if len(found) != 1:
+                for hunk in (seam.attribute_hunk, seam.construction_hunk):
+                    self.drift(
+                        hunk,
+                        f"one module-level class {seam.owner}",
+                        _count(found),
+                    )
+                continue
+            ((index, owner),) = found
+            assert isinstance(owner, cst.ClassDef)
+            plan = _Plan(owner)
+            plan.insert_attribute = self._judge_attribute(seam, tree, index, owner)
+            plan.reroute = self._judge_construction(seam, owner)
+            plans.append(plan)
+        if any(v.state is State.DRIFT for v in self.verdicts):
+            return tree
+
+        replacements: dict[cst.ClassDef, cst.ClassDef] = {}
+        for seam, plan in zip(SEAMS, plans, strict=True):
+            replacements[plan.owner] = self._rewrite(seam, plan)
+        return tree.with_changes(body=[replacements.get(s, s) for s in tree.body])
+
+    # -- verdicts -----------------------------------------------------------
+
+    def _judge_attribute(
+        self, seam: Seam, tree: cst.Module, index: int, owner: cst.ClassDef
+    ) -> bool:
+        """Record the attribute hunk's verdict; True when it must be inserted."""
+        hunk = seam.attribute_hunk
+        expected = f"`{seam.attribute} = {seam.value}` in class {seam.owner}"
+        bindings = _bindings(owner.body, seam.attribute)
+        for binding in bindings:
+            if isinstance(binding, cst.Assign | cst.AnnAssign):
+                if binding.value is not None and same_meaning(
+                    binding.value, seam.value
+                ):
+                    continue
+                found = f"{describe(binding)}; point it at {seam.value} or drop it"
+            else:
+                found = (
+                    f"a {'method' if isinstance(binding, cst.FunctionDef) else 'class'}"
+                    f" named {seam.attribute}; rename it"
+                )
+            self.drift(hunk, expected, found)
+            return False
+        if bindings:
+            self.applied(hunk)
+            return False
+        # The attribute reads its value when the class is created, so the
+        # value must already exist by then.
+        if not any(_binds_at_module_level(s, seam.value) for s in tree.body[:index]):
+            self.drift(
+                hunk,
+                f"{seam.value} defined or imported above class {seam.owner} "
+                f"(the new `{seam.attribute}` reads it when the class is created)",
+                "it only below the class or not at all; move its definition or "
+                "import above the class",
+            )
+            return False
+        self.pending(hunk)
+        return True
+
+    def _judge_construction(
+        self, seam: Seam, owner: cst.ClassDef
+    ) -> tuple[cst.FunctionDef, cst.Call] | None:
+        """Record the construction hunk's verdict; what to reroute, if any."""
+        hunk = seam.construction_hunk
+        where = f"{seam.owner}.__init__"
+        inits = [
+            s
+            for s in (
+                owner.body.body if isinstance(owner.body, cst.IndentedBlock) else ()
+            )
+            if m.matches(s, m.FunctionDef(name=m.Name("__init__")))
+        ]
+        if len(inits) != 1:
+            self.drift(hunk, f"one {where}", _count(inits))
+            return None
+        attribute = seam.target.split(".")[1]
+        assignments = m.findall(
+            inits[0],
+            m.Assign(
+                targets=[
+                    m.ZeroOrMore(),
+                    m.AssignTarget(_self_attribute(attribute)),
+                    m.ZeroOrMore(),
+                ]
+            ),
+        )
+        if len(assignments) != 1:
+            self.drift(
+                hunk,
+                f"one `{seam.target} = ...` in {where}",
+                _count(assignments),
+            )
+            return None
+        (assignment,) = assignments
+        assert isinstance(assignment, cst.Assign)
+        call = _constructor(seam, assignment.value)
+        if call is None:
+            self.drift(
+                hunk,
+                f"{where} to build {seam.target} with {seam.value}(...)",
+                describe(assignment),
+            )
+            return None
+
+        if same_meaning(call.func, seam.value):
+            pending = True
+        elif same_meaning(call.func, seam.seam):
+            pending = False
+        else:
+            self.drift(
+                hunk,
+                f"{where} to build {seam.target} with {seam.value}(...) or "
+                f"{seam.seam}(...)",
+                f"{_outline(assignment, call)}; a subclass would not get its own "
+                f"class through {seam.seam}",
+            )
+            return None
+
+        spec_assignment, spec_call = _spec_assignment(seam)
+        if not same_meaning(
+            _canonical(assignment, call, seam.value),
+            _canonical(spec_assignment, spec_call, seam.value),
+        ):
+            remedy = "bring it back to 0.27.1's" + (
+                f" or route the construction through {seam.seam} by hand"
+                if pending
+                else ""
+            )
+            self.drift(
+                hunk,
+                f"{seam.target} built as in 0.27.1 apart from the class",
+                f"{_argument_difference(call, spec_call, assignment)}; {remedy}",
+            )
+            return None
+        if pending:
+            self.pending(hunk)
+            (init,) = inits
+            assert isinstance(init, cst.FunctionDef)
+            return init, call
+        self.applied(hunk)
+        return None
+
+    # -- rewriting ----------------------------------------------------------
+
+    def _rewrite(self, seam: Seam, plan: _Plan) -> cst.ClassDef:
+        owner = plan.owner
+        if plan.reroute is not None:
+            init, call = plan.reroute
+            rerouted = call.with_changes(
+                func=cst.parse_expression(
+                    seam.seam, config=self.module.config_for_parsing
+                )
+            )
+            # Only `__init__` is walked: the class around it is large.
+            new_init = init.deep_replace(call, rerouted)
+            block = owner.body
+            assert isinstance(block, cst.IndentedBlock)
+            owner = owner.with_changes(
+                body=block.with_changes(
+                    body=[new_init if s is init else s for s in block.body]
+                )
+            )
+        if plan.insert_attribute:
+            owner = self._insert_attribute(seam, owner)
+        return owner
+
+    def _insert_attribute(self, seam: Seam, owner: cst.ClassDef) -> cst.ClassDef:
+        block = owner.body
+        assert isinstance(block, cst.IndentedBlock)
+        members = list(block.body)
+        attribute = self.statement(f"{seam.attribute} = {seam.value}\n")
+        position = 0
+        first = members[0] if members else None
+        if (
+            isinstance(first, cst.SimpleStatementLine)
+            and len(first.body) == 1
+            and m.matches(
+                first.body[0], m.Expr(value=m.SimpleString() | m.ConcatenatedString())
+            )
+        ):
+            position = 1
+        if position < len(members):
+            following = members[position]
+            lines = list(following.leading_lines)
+            blanks = 0
+            while blanks < len(lines) and lines[blanks].comment is None:
+                blanks += 1
+            if position:
+                # After a docstring the attribute takes over the blank lines
+                # that separated the docstring from the first member.
+                attribute = attribute.with_changes(leading_lines=lines[:blanks])
+            # The attribute sits apart from the member that used to open the
+            # class; that member keeps its own comments.
+            members[position] = following.with_changes(
+                leading_lines=[cst.EmptyLine(indent=False), *lines[blanks:]]
+            )
+        members.insert(position, attribute)
+        return owner.with_changes(body=block.with_changes(body=members))

@@ -1,0 +1,634 @@
+"""Edit 4, vocab-parallel top-k: `LogitsProcessor.get_top_k_tokens`.
+
+Target: vllm/model_executor/layers/logits_processor.py, three hunks.
+
+imports
+    Must be there: a module-level `import torch`.
+    Inserts, right before it (in 0.27.1 that is right after the module
+    docstring):
+        from collections.abc import Callable
+        from functools import cache
+    Applied when both names are imported from those modules, in whatever form
+    or grouping; only a missing one is added. A name bound to something else
+    (`from typing import Callable`, `cache = ...`) is drift: one of the two
+    bindings would shadow the other.
+
+top-k helpers
+    Must be there: a module-level `from vllm.platforms import current_platform`.
+    Inserts, right after it, `from vllm.utils.flashinfer import has_flashinfer`
+    and, after the import block that holds it, the helpers `_flashinfer_topk()`
+    (cached: FlashInfer's radix top-k on CUDA when FlashInfer is installed,
+    else None) and `_topk(scores, k)` (that kernel, or `torch.topk`).
+    Applied when both helpers exist with the spec's meaning and
+    `has_flashinfer` is imported; a helper of either name with another body
+    is drift, and so is only one of the two, or a `has_flashinfer` imported
+    from another module.
+
+get_top_k_tokens
+    Must be there: class `LogitsProcessor` with a method `extra_repr`, and
+    what the new method calls: the method `_apply_head` and the module-level
+    names `VocabParallelEmbedding` and `tensor_model_parallel_all_gather`.
+    Inserts, right before `extra_repr`:
+        def get_top_k_tokens(self, lm_head, hidden_states, k,
+                             embedding_bias=None) -> (ids, values)
+    Applied when the class has that method with the spec's meaning, wherever
+    it sits among the members; one with another body is drift.
+
+Why: the DFlash2 selector keeps the target head's top-K candidates at every
+drafted position. `get_top_k_tokens` widens the existing single-token
+`get_top_tokens` reduction to K, so the candidates cost O(batch * 2K *
+tp_size) of communication instead of an all-gather of the whole vocabulary
+per position and step. FlashInfer's radix kernel is CUDA-only, so elsewhere
+this is `torch.topk`.
+
+Everything is judged by meaning, docstrings excluded. Upstream 0.28.0 ships a
+`_flashinfer_topk` that also logs, through a module `logger`, when FlashInfer
+is missing: that body is not the spec's, so on 0.28.0's file the helpers hunk
+is drift and the edit is refused rather than reported as done.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Callable, Sequence
+
+import libcst as cst
+import libcst.matchers as m
+from libcst.helpers import get_full_name_for_node
+
+from ._base import BackportCodemod
+from ._meaning import code_of, describe, meaning, same_meaning
+
+# -- the spec's code ------------------------------------------------------
+
+#: Imports the helpers' annotations and decorator need: name -> (module, line).
+IMPORTS = {
+    "Callable": ("collections.abc", "from collections.abc import Callable"),
+    "cache": ("functools", "from functools import cache"),
+}
+
+HAS_FLASHINFER = "from vllm.utils.flashinfer import has_flashinfer"
+
+FLASHINFER_TOPK = '''\
+@cache
+def _flashinfer_topk() -> Callable[..., tuple[torch.Tensor, torch.Tensor]] | None:
+    """FlashInfer's radix top-k, or None for torch.topk."""
+    if not current_platform.is_cuda():
+        return None
+    if not has_flashinfer():
+        return None
+    from flashinfer import top_k
+
+    return top_k
+'''
+
+TOPK = """\
+def _topk(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    impl = _flashinfer_topk()
+    if impl is None or not scores.is_cuda:
+        return torch.topk(scores, k, dim=-1)
+    return impl(scores, k, sorted=True, deterministic=True)
+"""
+
+HELPERS = {"_flashinfer_topk": FLASHINFER_TOPK, "_topk": TOPK}
+
+# Written at class-body depth so the docstring's own lines keep the spec's
+# indentation once the method sits in the class.
+GET_TOP_K_TOKENS = '''\
+    def get_top_k_tokens(
+        self,
+        lm_head: VocabParallelEmbedding,
+        hidden_states: torch.Tensor,
+        k: int,
+        embedding_bias: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Vocab-parallel top-k without all-gathering full logits.
+
+        The `get_top_tokens` reduction widened from one token to k, returning
+        the values as well as the global ids. Communication is
+        O(batch * 2k * tp_size) rather than O(batch * vocab_size).
+
+        Scale and soft cap are applied to the k selected values rather than
+        the whole vocabulary; both are monotonic, so the selection is the same
+        and only k entries are touched.
+        """
+        if self.scale <= 0.0 and self.scale != 1.0:
+            raise ValueError(
+                "The local top-k reduction optimization is not supported for "
+                "non-positive logit scaling factors."
+            )
+
+        logits = self._apply_head(lm_head, hidden_states, embedding_bias)
+
+        # Mask out padding entries beyond org_vocab_size on this shard.
+        num_pad = lm_head.shard_indices.num_org_vocab_padding
+        if num_pad > 0:
+            logits[..., -num_pad:] = -float("inf")
+
+        values, ids = _topk(logits, k)
+        # Convert shard-local indices to global vocab indices.
+        ids = ids.to(torch.int64) + lm_head.shard_indices.org_vocab_start_index
+
+        if lm_head.tp_size > 1:
+            values = tensor_model_parallel_all_gather(values, dim=-1)
+            ids = tensor_model_parallel_all_gather(ids, dim=-1)
+            values, selected = _topk(values, k)
+            ids = ids.gather(-1, selected)
+
+        values = values.float()
+        if self.scale != 1.0:
+            values = values * self.scale
+        if self.soft_cap is not None:
+            values = torch.tanh(values / self.soft_cap) * self.soft_cap
+        return ids, values
+'''
+
+CLASS = "LogitsProcessor"
+METHOD = "get_top_k_tokens"
+METHOD_ANCHOR = "extra_repr"
+#: What the new method relies on besides the helpers inserted with it.
+METHOD_NEEDS_MEMBERS = ("_apply_head",)
+METHOD_NEEDS_NAMES = ("VocabParallelEmbedding", "tensor_model_parallel_all_gather")
+
+# -- helpers shared with the other codemods that add whole functions -------
+
+_DEFINED_HERE = ""
+
+
+def module_bindings(tree: cst.Module) -> dict[str, list[str]]:
+    """Names bound at module level, each with where every binding comes from.
+
+    An import gives its dotted origin ("functools.cache"); a def, class or
+    assignment gives "" (defined in this module). Only statements that run
+    whenever the module is imported count, plus `try` blocks (the optional
+    import pattern): a name bound only under `if TYPE_CHECKING:` does not
+    exist when a function's annotations are evaluated.
+    """
+    found: dict[str, list[str]] = {}
+
+    def bind(name: str, origin: str) -> None:
+        found.setdefault(name, []).append(origin)
+
+    def target_names(target: cst.BaseExpression) -> list[str]:
+        if isinstance(target, cst.Name):
+            return [target.value]
+        if isinstance(target, cst.Tuple | cst.List):
+            return [n for e in target.elements for n in target_names(e.value)]
+        return []
+
+    def visit(statements: Sequence[cst.CSTNode]) -> None:
+        for stmt in statements:
+            if isinstance(stmt, cst.FunctionDef | cst.ClassDef):
+                bind(stmt.name.value, _DEFINED_HERE)
+            elif isinstance(stmt, cst.Try):
+                visit(stmt.body.body)
+                for handler in stmt.handlers:
+                    visit(handler.body.body)
+                if stmt.orelse is not None:
+                    visit(stmt.orelse.body.body)
+                if stmt.finalbody is not None:
+                    visit(stmt.finalbody.body.body)
+            elif isinstance(stmt, cst.SimpleStatementLine):
+                for small in stmt.body:
+                    if isinstance(small, cst.Import):
+                        for alias in small.names:
+                            full = get_full_name_for_node(alias.name) or ""
+                            if alias.asname is not None:
+                                bind(get_full_name_for_node(alias.asname.name), full)
+                            else:
+                                head = full.split(".")[0]
+                                bind(head, head)
+                    elif isinstance(small, cst.ImportFrom):
+                        if isinstance(small.names, cst.ImportStar):
+                            continue
+                        module = "." * len(small.relative)
+                        if small.module is not None:
+                            module += get_full_name_for_node(small.module) or ""
+                        for alias in small.names:
+                            name = get_full_name_for_node(alias.name) or ""
+                            bound = (
+                                get_full_name_for_node(alias.asname.name)
+                                if alias.asname is not None
+                                else name
+                            )
+                            bind(bound, f"{module}.{name}")
+                    elif isinstance(small, cst.Assign):
+                        for t in small.targets:
+                            for n in target_names(t.target):
+                                bind(n, _DEFINED_HERE)
+                    elif isinstance(small, cst.AnnAssign | cst.AugAssign):
+                        for n in target_names(small.target):
+                            bind(n, _DEFINED_HERE)
+
+    visit(tree.body)
+    return found
+
+
+def origin_words(origin: str) -> str:
+    return "defined in this module" if origin == _DEFINED_HERE else f"`{origin}`"
+
+
+def _statements(block: cst.BaseSuite) -> list[cst.BaseStatement]:
+    return list(block.body) if isinstance(block, cst.IndentedBlock) else []
+
+
+def _body(fn: cst.FunctionDef) -> list[cst.BaseStatement]:
+    """The function's statements, its docstring left out."""
+    statements = _statements(fn.body)
+    if statements and m.matches(
+        statements[0],
+        m.SimpleStatementLine(
+            body=[m.Expr(value=m.SimpleString() | m.ConcatenatedString())]
+        ),
+    ):
+        return statements[1:]
+    return statements
+
+
+_PASS = cst.IndentedBlock(body=[cst.SimpleStatementLine(body=[cst.Pass()])])
+
+
+def _header(node: cst.CSTNode) -> cst.CSTNode:
+    """A compound statement with its body and else-part reduced to `pass`."""
+    changes: dict[str, object] = {"body": _PASS}
+    if isinstance(node, cst.FunctionDef):
+        changes.update(decorators=(), leading_lines=())
+    if getattr(node, "orelse", None) is not None:
+        changes["orelse"] = None
+    return node.with_changes(**changes)
+
+
+def _else(node: cst.If | cst.For | cst.While) -> list[cst.BaseStatement]:
+    if isinstance(node.orelse, cst.If):
+        return [node.orelse]
+    return _statements(node.orelse.body) if node.orelse is not None else []
+
+
+def _describe(node: cst.CSTNode) -> str:
+    """`describe`, without the comments above the statement."""
+    if getattr(node, "leading_lines", None):
+        node = node.with_changes(leading_lines=())
+    return describe(node)
+
+
+def _difference(
+    ours: Sequence[cst.BaseStatement], theirs: Sequence[cst.BaseStatement]
+) -> str | None:
+    """The first statement where `ours` departs from `theirs`, or None.
+
+    Descends into an `if`/`for`/`while`/`with` whose header matches, so the
+    message points at the line that differs rather than the block around it.
+    """
+    for a, b in zip(ours, theirs):
+        if same_meaning(a, b):
+            continue
+        compound = (cst.If, cst.For, cst.While, cst.With)
+        if (
+            type(a) is type(b)
+            and isinstance(a, compound)
+            and same_meaning(_header(a), _header(b))
+        ):
+            inner = _difference(_statements(a.body), _statements(b.body))
+            if inner is None and isinstance(a, cst.If | cst.For | cst.While):
+                inner = _difference(_else(a), _else(b))
+            if inner is not None:
+                return inner
+        return f"it has {_describe(a)} where the spec has {_describe(b)}"
+    if len(ours) > len(theirs):
+        return f"it goes on with {_describe(ours[len(theirs)])}"
+    if len(ours) < len(theirs):
+        return f"it lacks the spec's {_describe(theirs[len(ours)])}"
+    return None
+
+
+def where_it_differs(found: cst.FunctionDef, expected_source: str) -> str:
+    """Where `found` first departs from the spec's function, in a few words."""
+    expected = cst.parse_statement(textwrap.dedent(expected_source))
+    assert isinstance(expected, cst.FunctionDef)
+    if [meaning(d.decorator) for d in found.decorators] != [
+        meaning(d.decorator) for d in expected.decorators
+    ]:
+        decorators = " ".join("@" + code_of(d.decorator) for d in found.decorators)
+        return f"its decorators are {decorators or '(none)'!r}"
+    if not same_meaning(_header(found), _header(expected)):
+        header = " ".join(code_of(_header(found)).split()).removesuffix(" pass")
+        if len(header) > 160:
+            header = header[:157] + "..."
+        return f"its signature is {header!r}"
+    return _difference(_body(found), _body(expected)) or "its body"
+
+
+def leading_blank_lines(
+    lines: Sequence[cst.EmptyLine],
+) -> tuple[list[cst.EmptyLine], list[cst.EmptyLine]]:
+    """Split a statement's leading lines into the blank run and the rest.
+
+    The blank run separates the statement from what precedes it; the rest
+    (comments) belongs to the statement itself.
+    """
+    blank = 0
+    while blank < len(lines) and lines[blank].comment is None:
+        blank += 1
+    return list(lines[:blank]), list(lines[blank:])
+
+
+def _is_function(name: str) -> m.FunctionDef:
+    return m.FunctionDef(name=m.Name(name))
+
+
+def _is_import_line(stmt: cst.CSTNode) -> bool:
+    return m.matches(
+        stmt, m.SimpleStatementLine(body=[m.AtLeastN(m.Import() | m.ImportFrom(), n=1)])
+    )
+
+
+def in_file_newlines(source: str, tree: cst.Module) -> str:
+    """Spec code with the target file's line endings.
+
+    The parser takes the file's newline for the code it builds, but the
+    lines inside a multi-line string (a docstring) are kept as written.
+    """
+    return source.replace("\n", tree.default_newline)
+
+
+Body = list[cst.BaseStatement]
+#: Statements to insert, by the index of the module statement they go next to.
+Inserts = dict[int, list[cst.BaseStatement]]
+#: Applies one hunk to the module body; every hunk is judged before any runs.
+Apply = Callable[[Body, Inserts, Inserts], None]
+
+
+def _nothing(body: Body, before: Inserts, after: Inserts) -> None:
+    pass
+
+
+_BLANK = cst.EmptyLine(indent=False)
+_IMPORT_TORCH = m.SimpleStatementLine(
+    body=[
+        m.Import(
+            names=[
+                m.ZeroOrMore(),
+                m.ImportAlias(name=m.Name("torch"), asname=None),
+                m.ZeroOrMore(),
+            ]
+        )
+    ]
+)
+_IMPORT_PLATFORM = m.SimpleStatementLine(
+    body=[
+        m.ImportFrom(
+            module=m.Attribute(value=m.Name("vllm"), attr=m.Name("platforms")),
+            relative=[],
+            names=[
+                m.ZeroOrMore(),
+                m.ImportAlias(name=m.Name("current_platform"), asname=None),
+                m.ZeroOrMore(),
+            ],
+        )
+    ]
+)
+
+
+class VocabParallelTopK(BackportCodemod):
+    EDIT = "vocab-parallel-topk"
+    PATH = "vllm/model_executor/layers/logits_processor.py"
+    DESCRIPTION = (
+        "LogitsProcessor.get_top_k_tokens: vocab-parallel top-k without an "
+        "all-gather of the full logits"
+    )
+
+    def backport(self, tree: cst.Module) -> cst.Module:
+        body = list(tree.body)
+        bindings = module_bindings(tree)
+        edits = [
+            self._imports(body, bindings),
+            self._helpers(body, bindings),
+            self._method(body, bindings),
+        ]
+        if any(edit is None for edit in edits):
+            return tree
+        before: Inserts = {}
+        after: Inserts = {}
+        for edit in edits:
+            assert edit is not None
+            edit(body, before, after)
+        new_body: list[cst.BaseStatement] = []
+        for index, stmt in enumerate(body):
+            new_body += before.get(index, []) + [stmt] + after.get(index, [])
+        return tree.with_changes(body=new_body)
+
+    # Each hunk gives its verdict and returns how to apply it (a no-op when
+    # already applied), or None on drift, so that every hunk is judged before
+    # anything is written.
+
+    def _imports(self, body: Body, bindings: dict[str, list[str]]) -> Apply | None:
+        hunk = "imports"
+        missing: list[str] = []
+        conflicts: list[str] = []
+        for name, (module, _) in IMPORTS.items():
+            origins = set(bindings.get(name, []))
+            if not origins:
+                missing.append(name)
+            elif origins != {f"{module}.{name}"}:
+                other = ", ".join(sorted(origin_words(o) for o in origins))
+                conflicts.append(f"`{name}` bound to {other}")
+        if conflicts:
+            self.drift(
+                hunk,
+                "`Callable` from collections.abc and `cache` from functools, "
+                "or neither name bound at module level",
+                "; ".join(conflicts) + " (import them from those modules)",
+            )
+            return None
+        if not missing:
+            self.applied(hunk)
+            return _nothing
+        torch = next(
+            (i for i, stmt in enumerate(body) if m.matches(stmt, _IMPORT_TORCH)), None
+        )
+        if torch is None:
+            self.drift(
+                hunk,
+                "a module-level `import torch` to put the imports before",
+                "none",
+            )
+            return None
+        self.pending(hunk)
+        lines = [IMPORTS[name][1] for name in missing]
+
+        def apply(body: Body, before: Inserts, after: Inserts) -> None:
+            anchor = body[torch]
+            blank, rest = leading_blank_lines(anchor.leading_lines)
+            new = self.statements("\n".join(lines) + "\n")
+            new[0] = new[0].with_changes(leading_lines=blank)
+            before.setdefault(torch, []).extend(new)
+            body[torch] = anchor.with_changes(leading_lines=[_BLANK, *rest])
+
+        return apply
+
+    def _helpers(self, body: Body, bindings: dict[str, list[str]]) -> Apply | None:
+        hunk = "top-k helpers"
+        present: dict[str, cst.FunctionDef] = {}
+        for stmt in body:
+            for name, source in HELPERS.items():
+                if m.matches(stmt, _is_function(name)):
+                    if not same_meaning(stmt, source):
+                        self.drift(
+                            hunk,
+                            f"`{name}` as the spec writes it",
+                            f"a different `{name}` ({where_it_differs(stmt, source)}),"
+                            " which the backport will not overwrite",
+                        )
+                        return None
+                    present[name] = stmt
+        fi_origins = set(bindings.get("has_flashinfer", []))
+        fi_expected = HAS_FLASHINFER.split()[1] + ".has_flashinfer"
+        if fi_origins - {fi_expected}:
+            other = ", ".join(sorted(origin_words(o) for o in fi_origins))
+            self.drift(
+                hunk,
+                f"`has_flashinfer` from {HAS_FLASHINFER.split()[1]}",
+                f"`has_flashinfer` bound to {other}",
+            )
+            return None
+        if len(present) == len(HELPERS):
+            if not fi_origins:
+                self.drift(
+                    hunk,
+                    f"`{HAS_FLASHINFER}` next to the top-k helpers",
+                    "the helpers without it (`_flashinfer_topk` would raise NameError)",
+                )
+                return None
+            self.applied(hunk)
+            return _nothing
+        if present:
+            (name,) = present
+            (other,) = set(HELPERS) - set(present)
+            self.drift(
+                hunk,
+                "both `_flashinfer_topk` and `_topk`, or neither",
+                f"`{name}` without `{other}`",
+            )
+            return None
+        anchor = next(
+            (i for i, stmt in enumerate(body) if m.matches(stmt, _IMPORT_PLATFORM)),
+            None,
+        )
+        if anchor is None:
+            self.drift(
+                hunk,
+                "a module-level `from vllm.platforms import current_platform` "
+                "to put the top-k helpers after",
+                "none",
+            )
+            return None
+        self.pending(hunk)
+        # The helpers go after the whole import block the anchor sits in, so
+        # they never split imports (the block ends at the anchor in 0.27.1).
+        last_import = anchor
+        while last_import + 1 < len(body) and _is_import_line(body[last_import + 1]):
+            last_import += 1
+        needs_import = not fi_origins
+
+        def apply(body: Body, before: Inserts, after: Inserts) -> None:
+            source = "\n\n\n".join(
+                code.rstrip("\n") for code in (HAS_FLASHINFER, FLASHINFER_TOPK, TOPK)
+            )
+            import_line, *helpers = self.statements(
+                in_file_newlines(source, self.module)
+            )
+            if needs_import:
+                after.setdefault(anchor, []).append(import_line)
+            after.setdefault(last_import, []).extend(helpers)
+            following = last_import + 1
+            if following < len(body):
+                # PEP 8 wants two blank lines after a top-level definition.
+                blank, rest = leading_blank_lines(body[following].leading_lines)
+                if len(blank) < 2:
+                    body[following] = body[following].with_changes(
+                        leading_lines=[_BLANK, _BLANK, *rest]
+                    )
+
+        return apply
+
+    def _method(self, body: Body, bindings: dict[str, list[str]]) -> Apply | None:
+        hunk = "get_top_k_tokens"
+        classes = [
+            i
+            for i, stmt in enumerate(body)
+            if m.matches(stmt, m.ClassDef(name=m.Name(CLASS)))
+        ]
+        if len(classes) != 1:
+            self.drift(
+                hunk,
+                f"one module-level class `{CLASS}`",
+                f"{len(classes)} such classes",
+            )
+            return None
+        (index,) = classes
+        cls = body[index]
+        members = list(cls.body.body) if isinstance(cls.body, cst.IndentedBlock) else []
+        methods = [s for s in members if m.matches(s, _is_function(METHOD))]
+        for method in methods:
+            if not same_meaning(method, GET_TOP_K_TOKENS):
+                self.drift(
+                    hunk,
+                    f"`{CLASS}.{METHOD}` as the spec writes it",
+                    f"a different one ({where_it_differs(method, GET_TOP_K_TOKENS)}),"
+                    " which the backport will not overwrite",
+                )
+                return None
+        if methods:
+            self.applied(hunk)
+            return _nothing
+
+        anchor = next(
+            (
+                i
+                for i, s in enumerate(members)
+                if m.matches(s, _is_function(METHOD_ANCHOR))
+            ),
+            None,
+        )
+        problems = []
+        if anchor is None:
+            problems.append(f"no method `{METHOD_ANCHOR}` to put it before")
+        member_names = {s.name.value for s in members if isinstance(s, cst.FunctionDef)}
+        problems += [
+            f"no method `{name}`, which it calls"
+            for name in METHOD_NEEDS_MEMBERS
+            if name not in member_names
+        ]
+        problems += [
+            f"no module-level `{name}`, which it uses"
+            for name in METHOD_NEEDS_NAMES
+            if name not in bindings
+        ]
+        if problems:
+            self.drift(
+                hunk,
+                f"`{CLASS}` with `{METHOD_ANCHOR}`, "
+                + ", ".join(f"`{n}`" for n in METHOD_NEEDS_MEMBERS)
+                + " and the module names "
+                + ", ".join(f"`{n}`" for n in METHOD_NEEDS_NAMES),
+                "; ".join(problems),
+            )
+            return None
+        self.pending(hunk)
+
+        def apply(body: Body, before: Inserts, after: Inserts) -> None:
+            wrapper = self.statement(
+                in_file_newlines("class _:\n" + GET_TOP_K_TOKENS, self.module)
+            )
+            assert isinstance(wrapper, cst.ClassDef)
+            (method,) = wrapper.body.body
+            cls = body[index]
+            members = list(cls.body.body)
+            blank, rest = leading_blank_lines(members[anchor].leading_lines)
+            members[anchor] = members[anchor].with_changes(
+                leading_lines=[_BLANK, *rest]
+            )
+            members.insert(anchor, method.with_changes(leading_lines=blank))
+            body[index] = cls.with_changes(body=cls.body.with_changes(body=members))
+
+        return apply
