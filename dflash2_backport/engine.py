@@ -1,7 +1,7 @@
 """Plan every edit in memory, then write all of it or nothing.
 
 Each target file is read and parsed once; the codemods that touch it run in
-turn on the same tree. Results are re-parsed before anything is written, and
+turn on the same tree (see judge.py). Results are re-parsed before anything is written, and
 files are replaced atomically (temporary file in the same directory, fsync,
 os.replace) with their permissions kept. If a write still fails part-way, the
 files already replaced are put back.
@@ -16,15 +16,12 @@ import functools
 import os
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from . import verdict_cache
 from .errors import BackportError
 from .installer import ModulePlan, plan_modules
-from .verdicts import EditReport, State
-
-if TYPE_CHECKING:
-    import libcst as cst
+from .judge import judge
+from .verdicts import EditReport
 
 
 @dataclasses.dataclass
@@ -32,8 +29,8 @@ class Plan:
     root: Path
     edits: list[EditReport]
     modules: list[ModulePlan]
-    # Files some edit would change: relative path -> (bytes now, patched tree).
-    trees: dict[str, tuple[bytes, cst.Module]]
+    # Files some edit would change: relative path -> (bytes now, patched bytes).
+    patched: dict[str, tuple[bytes, bytes]]
 
     @property
     def refused(self) -> bool:
@@ -54,8 +51,7 @@ class Plan:
         if self.refused:
             return {}
         changes: dict[str, tuple[bytes | None, bytes]] = {}
-        for relative, (original, tree) in self.trees.items():
-            result = tree.bytes
+        for relative, (original, result) in self.patched.items():
             _check_parses(self.root / relative, result)
             if result != original:
                 changes[relative] = (original, result)
@@ -84,22 +80,9 @@ def _lines(data: bytes | None) -> list[str]:
     return [] if data is None else data.decode("utf-8").splitlines(keepends=True)
 
 
-def _read(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        raise BackportError(
-            f"{path}: missing; this does not look like a vLLM 0.27 tree"
-        ) from None
-    except IsADirectoryError:
-        raise BackportError(f"{path}: is a directory, expected a Python file") from None
-    except OSError as error:
-        raise BackportError(f"{path}: cannot read ({error.strerror})") from None
-
-
 def make_plan(root: Path, need_changes: bool, use_cache: bool = True) -> Plan:
     """Judge every hunk and module. `need_changes`: the caller will write or
-    diff, so pending files must be parsed even when the verdicts are known."""
+    diff, so pending files must be patched even when the verdicts are known."""
     modules = plan_modules(root)
     if use_cache:
         cached = verdict_cache.lookup(root)
@@ -107,53 +90,12 @@ def make_plan(root: Path, need_changes: bool, use_cache: bool = True) -> Plan:
             need_changes and any(e.state == "pending" for e in cached)
         ):
             return Plan(root, cached, modules, {})
-    edits, trees, originals = _run_codemods(root)
+    files = judge(root, want_bytes=need_changes)
+    edits = [edit for file in files for edit in file.edits]
     if use_cache:
-        verdict_cache.store(root, originals, edits)
-    return Plan(root, edits, modules, trees)
-
-
-def _run_codemods(
-    root: Path,
-) -> tuple[list[EditReport], dict[str, tuple[bytes, cst.Module]], dict[str, bytes]]:
-    # Loaded here, not at start-up: a cached answer never needs the parser.
-    import libcst as cst
-
-    from .transforms import CODEMODS, EditRefused
-
-    by_file: dict[str, list] = {}
-    for codemod_class in CODEMODS:
-        by_file.setdefault(codemod_class.PATH, []).append(codemod_class)
-
-    edits: list[EditReport] = []
-    trees: dict[str, tuple[bytes, cst.Module]] = {}
-    originals: dict[str, bytes] = {}
-    for relative, codemods in by_file.items():
-        path = root / relative
-        original = originals[relative] = _read(path)
-        try:
-            tree = cst.parse_module(original)
-        except cst.ParserSyntaxError as error:
-            raise BackportError(
-                f"{path}: does not parse (line {error.raw_line}: {error.message}); "
-                "fix the file first"
-            ) from None
-        changed = False
-        for codemod_class in codemods:
-            codemod = codemod_class()
-            try:
-                tree = codemod.transform_module(tree)
-            except EditRefused:
-                pass
-            edits.append(
-                EditReport(
-                    codemod.EDIT, relative, codemod.DESCRIPTION, tuple(codemod.verdicts)
-                )
-            )
-            changed |= any(v.state is State.PENDING for v in codemod.verdicts)
-        if changed:
-            trees[relative] = (original, tree)
-    return edits, trees, originals
+        verdict_cache.store(root, {f.path: f.original for f in files}, edits)
+    patched = {f.path: (f.original, f.patched) for f in files if f.patched is not None}
+    return Plan(root, edits, modules, patched)
 
 
 def _check_parses(path: Path, source: bytes) -> None:

@@ -1,0 +1,50 @@
+"""The engine: the same plan on one core or two, and errors from either process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from dflash2_backport.cli import app
+from dflash2_backport.engine import make_plan
+from tests.trees import TARGETS, make_site
+
+pytestmark = pytest.mark.wheels
+
+
+def _drift_in_registry(site: Path) -> None:
+    path = site / "vllm/model_executor/models/registry.py"
+    path.write_text(path.read_text().replace('"DFlashDraftModel": (', '"DFlashDraftModelX": ('))
+
+
+@pytest.mark.parametrize("tree", ["pristine", "drifted"])
+def test_one_process_and_two_give_the_same_plan(
+    tree: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site = make_site("0.27.1", tmp_path / "site")
+    if tree == "drifted":
+        _drift_in_registry(site)
+    plans = {}
+    for jobs in ("1", "2"):
+        monkeypatch.setenv("DFLASH2_BACKPORT_JOBS", jobs)
+        plan = make_plan(site, need_changes=True, use_cache=False)
+        plans[jobs] = (plan.edits, plan.changes)
+    assert plans["1"] == plans["2"]
+    assert [e.edit for e in plans["2"][0]] == [
+        "causality", "subclass-seams", "registry", "vocab-parallel-topk", "gumbel",
+        "speculator-selection", "speculator-selection", "draft-logit-cache",
+    ]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_target_that_does_not_parse_is_named_whichever_process_reads_it(
+    target: str, tmp_path: Path
+) -> None:
+    site = make_site("0.27.1", tmp_path / "site")
+    (site / target).write_text("def broken(:\n")
+    result = CliRunner().invoke(app, ["check", "--site-packages", str(site)])
+    assert result.exit_code == 2
+    assert f"{target}: does not parse" in result.output
+    assert "Traceback" not in result.output
