@@ -1,4 +1,5 @@
-"""What every backport codemod shares: per-hunk verdicts and the refusal they lead to.
+"""What every backport codemod shares: per-hunk verdicts, the refusal they lead
+to, and spec code placed so that it fits the file.
 
 A codemod owns one of the spec's edits in one file. For each of its hunks it
 decides, by meaning and never by text, whether the spec's result is already
@@ -10,13 +11,19 @@ nothing anywhere.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 import libcst as cst
 from libcst.codemod import Codemod, CodemodContext
 
 from dflash2_backport.verdicts import HunkVerdict, State
+
+from ._meaning import same_meaning, where_it_differs
+from ._names import members_named, named
+
+Statement = TypeVar("Statement", bound=cst.BaseStatement)
 
 
 class EditRefused(Exception):
@@ -81,13 +88,205 @@ class BackportCodemod(Codemod):
             HunkVerdict(hunk, State.DRIFT, f"expected {expected}, found {found}")
         )
 
+    def drifted(self) -> bool:
+        return any(v.state is State.DRIFT for v in self.verdicts)
+
+    # -- finding targets --------------------------------------------------
+
+    def only_class(
+        self, tree: cst.Module, name: str, hunks: Sequence[str]
+    ) -> cst.ClassDef | None:
+        """The one module-level class `name`; without exactly one, every hunk drifts."""
+        classes = named(tree.body, cst.ClassDef, name)
+        if len(classes) == 1:
+            return classes[0]
+        found = f"{len(classes)} module-level classes of that name"
+        for hunk in hunks:
+            self.drift(hunk, f"one module-level class {name}", found)
+        return None
+
+    def rejects_other_versions(
+        self,
+        hunk: str,
+        existing: Sequence[cst.FunctionDef],
+        source: str,
+        expected: str,
+        remedy: str = "the backport will not overwrite it",
+    ) -> bool:
+        """Drift, and True, if a function the spec adds exists with another meaning.
+
+        One with another body is someone else's code: never taken as done,
+        never replaced.
+        """
+        for function in existing:
+            if not same_meaning(function, source):
+                how = where_it_differs(function, source)
+                name = function.name.value
+                self.drift(hunk, expected, f"a different `{name}` ({how}); {remedy}")
+                return True
+        return False
+
+    def method_before(
+        self,
+        hunk: str,
+        cls: cst.ClassDef,
+        source: str,
+        anchor: str,
+        *,
+        expected: str,
+        remedy: str,
+    ) -> tuple[cst.FunctionDef, cst.FunctionDef] | None:
+        """Judge a method the spec adds; the anchor and the method, if pending.
+
+        An existing method of that name counts as applied only if it means
+        what `source` does; `expected` and `remedy` tell the user what the
+        spec's does and what to do about theirs.
+        """
+        new = self.statement(source)
+        assert isinstance(new, cst.FunctionDef)
+        name = new.name.value
+        where = cls.name.value
+        existing = members_named(cls, cst.FunctionDef, name)
+        if len(existing) > 1:
+            self.drift(hunk, f"at most one {where}.{name}", f"{len(existing)}")
+            return None
+        if self.rejects_other_versions(hunk, existing, source, expected, remedy):
+            return None
+        if existing:
+            self.applied(hunk)
+            return None
+        anchors = members_named(cls, cst.FunctionDef, anchor)
+        if len(anchors) != 1:
+            self.drift(
+                hunk,
+                f"one method {where}.{anchor} to add {name} before",
+                f"{len(anchors)}",
+            )
+            return None
+        self.pending(hunk)
+        return anchors[0], new
+
     # -- code generation --------------------------------------------------
 
     def statement(self, source: str) -> cst.BaseStatement:
-        """Parse spec code with the target file's indentation and newlines."""
-        return cst.parse_statement(source, config=self.module.config_for_parsing)
+        """Spec code as one statement that fits the target file where it goes.
+
+        The file's newline is used inside multi-line strings too (the parser
+        keeps a docstring's lines as written), and blank lines carry no
+        indentation, so they stay empty once placed inside a block.
+        """
+        config = self.module.config_for_parsing
+        parsed = cst.parse_statement(_in_file_newlines(source, config), config=config)
+        return _unindented_blank_lines(parsed)
 
     def statements(self, source: str) -> list[cst.BaseStatement]:
-        return list(
-            cst.parse_module(source, config=self.module.config_for_parsing).body
-        )
+        """Spec code as statements, fitted as `statement` does."""
+        config = self.module.config_for_parsing
+        module = cst.parse_module(_in_file_newlines(source, config), config=config)
+        return [_unindented_blank_lines(s) for s in module.body]
+
+
+def _in_file_newlines(source: str, config: cst.PartialParserConfig) -> str:
+    return source.replace("\r\n", "\n").replace("\n", config.default_newline)
+
+
+def _unindented_blank_lines(statement: Statement) -> Statement:
+    # Parsed at the top level, a blank line counts as indented (to depth 0)
+    # and would print the block's indentation once the statement sits in a
+    # block. Blank lines deeper in the statement are parsed unindented.
+    return statement.with_changes(
+        leading_lines=[
+            line.with_changes(indent=False)
+            if line.comment is None and not line.whitespace.value
+            else line
+            for line in statement.leading_lines
+        ]
+    )
+
+
+# -- placing new statements -------------------------------------------------
+
+BLANK_LINE = cst.EmptyLine(indent=False)
+
+
+def leading_blank_lines(
+    lines: Sequence[cst.EmptyLine],
+) -> tuple[list[cst.EmptyLine], list[cst.EmptyLine]]:
+    """Split a statement's leading lines into the blank run and the rest.
+
+    The blank run separates the statement from what precedes it; the rest
+    (comments) belongs to the statement itself.
+    """
+    blank = 0
+    while blank < len(lines) and lines[blank].comment is None:
+        blank += 1
+    return list(lines[:blank]), list(lines[blank:])
+
+
+def with_blank_lines(statement: Statement, at_least: int) -> Statement:
+    """The statement apart from what precedes it by at least that many blank lines."""
+    blank, rest = leading_blank_lines(statement.leading_lines)
+    if len(blank) >= at_least:
+        return statement
+    return statement.with_changes(leading_lines=[*[BLANK_LINE] * at_least, *rest])
+
+
+def placed_before(
+    anchor: Statement, new: Sequence[cst.BaseStatement], blank_lines: int = 1
+) -> list[cst.BaseStatement]:
+    """`new` then `anchor`, for the place where `anchor` stood.
+
+    The new code takes the blank lines that separated the anchor from what
+    preceded it; comments above the anchor stay with the anchor, which is kept
+    at least `blank_lines` apart from the new code (2 between top-level
+    definitions, as PEP 8 wants).
+    """
+    blank, rest = leading_blank_lines(anchor.leading_lines)
+    first, *others = new
+    separated = anchor.with_changes(
+        leading_lines=[*[BLANK_LINE] * max(len(blank), blank_lines), *rest]
+    )
+    return [first.with_changes(leading_lines=blank), *others, separated]
+
+
+def insert_before(
+    body: Sequence[cst.BaseStatement],
+    anchor: cst.BaseStatement,
+    new: Sequence[cst.BaseStatement],
+    blank_lines: int = 1,
+) -> list[cst.BaseStatement]:
+    """`body` with `new` placed right before the statement `anchor` (by identity)."""
+    out: list[cst.BaseStatement] = []
+    for statement in body:
+        if statement is anchor:
+            out += placed_before(anchor, new, blank_lines)
+        else:
+            out.append(statement)
+    return out
+
+
+def edited_class(
+    tree: cst.Module,
+    cls: cst.ClassDef,
+    swap: tuple[cst.BaseStatement, cst.BaseStatement] | None = None,
+    insert: tuple[cst.BaseStatement, cst.BaseStatement] | None = None,
+) -> cst.Module:
+    """`tree` with one member of `cls` swapped (old, new) and one inserted
+    (anchor, new) right before the anchor; unchanged when there is neither."""
+    if swap is None and insert is None:
+        return tree
+    body: list[cst.BaseStatement] = list(cls.body.body)
+    if swap is not None:
+        body = replaced(body, *swap)
+    if insert is not None:
+        anchor, new = insert
+        body = insert_before(body, anchor, [new])
+    new_cls = cls.with_changes(body=cls.body.with_changes(body=body))
+    return tree.with_changes(body=replaced(tree.body, cls, new_cls))
+
+
+def replaced(
+    body: Sequence[cst.BaseStatement], old: cst.BaseStatement, new: cst.BaseStatement
+) -> list[cst.BaseStatement]:
+    """`body` with the statement `old` (by identity) swapped for `new`."""
+    return [new if s is old else s for s in body]

@@ -4,15 +4,20 @@ Formatting, comments, quote style, blank lines, trailing commas and
 parentheses never reach Python's AST, so two pieces of code that differ only
 in those compare equal. Docstrings do reach it; they are dropped because
 rewording one changes no behaviour.
+
+When code does not mean what the spec's does, `where_it_differs` says where,
+in a few words a refusal can carry.
 """
 
 from __future__ import annotations
 
 import ast
 import textwrap
+from collections.abc import Sequence
 from functools import lru_cache
 
 import libcst as cst
+import libcst.matchers as m
 
 _EMPTY = cst.Module(body=[])
 
@@ -23,7 +28,9 @@ def code_of(node: cst.CSTNode) -> str:
 
 def _strip_docstrings(tree: ast.AST) -> ast.AST:
     for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+        if isinstance(
+            node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+        ):
             body = node.body
             if (
                 body
@@ -71,3 +78,137 @@ def string_value(node: cst.CSTNode) -> str | None:
         value = node.evaluated_value
         return value if isinstance(value, str) else None
     return None
+
+
+# -- where a function departs from the spec's -------------------------------
+
+# What Python's parser takes as a docstring: a plain (not f-) string.
+_DOCSTRING = m.Expr(value=m.SimpleString() | m.ConcatenatedString())
+
+
+def opens_with_docstring(statement: cst.CSTNode) -> bool:
+    """Whether the line starts with a docstring, alone or before `; more`."""
+    return m.matches(
+        statement, m.SimpleStatementLine(body=[_DOCSTRING, m.ZeroOrMore()])
+    )
+
+
+def is_docstring(statement: cst.CSTNode) -> bool:
+    """Whether the line is a docstring and nothing else."""
+    return m.matches(statement, m.SimpleStatementLine(body=[_DOCSTRING]))
+
+
+def statements_of(block: cst.BaseSuite) -> list[cst.BaseStatement]:
+    return list(block.body) if isinstance(block, cst.IndentedBlock) else []
+
+
+def code_statements(
+    function: cst.FunctionDef | cst.ClassDef,
+) -> list[cst.BaseStatement]:
+    """The body's statements, a leading docstring left out."""
+    statements = statements_of(function.body)
+    return statements[1:] if statements and is_docstring(statements[0]) else statements
+
+
+_PASS = cst.IndentedBlock(body=[cst.SimpleStatementLine(body=[cst.Pass()])])
+
+
+def _header(node: cst.CSTNode) -> cst.CSTNode:
+    """A compound statement with its body and else-part reduced to `pass`."""
+    changes: dict[str, object] = {"body": _PASS}
+    if isinstance(node, cst.FunctionDef):
+        changes.update(decorators=(), leading_lines=())
+    if getattr(node, "orelse", None) is not None:
+        changes["orelse"] = None
+    return node.with_changes(**changes)
+
+
+def signature(function: cst.FunctionDef) -> str:
+    """The `def` line with its annotations, on one line."""
+    header = " ".join(code_of(_header(function)).split()).removesuffix(" pass")
+    return header if len(header) <= 160 else header[:157] + "..."
+
+
+def _else(node: cst.If | cst.For | cst.While) -> list[cst.BaseStatement]:
+    if isinstance(node.orelse, cst.If):
+        return [node.orelse]
+    return statements_of(node.orelse.body) if node.orelse is not None else []
+
+
+def _shown(statement: cst.BaseStatement, limit: int) -> str:
+    """A statement as Python reads it, on one line: no comments, one quote style."""
+    source = textwrap.dedent(code_of(statement.with_changes(leading_lines=())))
+    try:
+        source = ast.unparse(ast.parse(source))
+    except SyntaxError:
+        pass
+    text = " ".join(source.split())
+    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
+
+
+def statements_difference(
+    ours: Sequence[cst.BaseStatement],
+    theirs: Sequence[cst.BaseStatement],
+    reference: str = "the spec",
+    limit: int = 60,
+) -> str | None:
+    """The first statement where `ours` departs from `theirs`, or None.
+
+    Descends into an `if`/`for`/`while`/`with` whose header matches, so the
+    message points at the line that differs rather than the block around it.
+    """
+    for a, b in zip(ours, theirs):
+        if same_meaning(a, b):
+            continue
+        compound = (cst.If, cst.For, cst.While, cst.With)
+        if (
+            type(a) is type(b)
+            and isinstance(a, compound)
+            and same_meaning(_header(a), _header(b))
+        ):
+            inner = statements_difference(
+                statements_of(a.body), statements_of(b.body), reference, limit
+            )
+            if inner is None and isinstance(a, cst.If | cst.For | cst.While):
+                inner = statements_difference(_else(a), _else(b), reference, limit)
+            if inner is not None:
+                return inner
+        return f"it has {_shown(a, limit)} where {reference} has {_shown(b, limit)}"
+    if len(ours) > len(theirs):
+        return f"it goes on with {_shown(ours[len(theirs)], limit)}"
+    if len(ours) < len(theirs):
+        return f"it lacks {reference}'s {_shown(theirs[len(ours)], limit)}"
+    return None
+
+
+def function_of(source: str) -> cst.FunctionDef:
+    function = cst.parse_statement(textwrap.dedent(source))
+    assert isinstance(function, cst.FunctionDef)
+    return function
+
+
+def signature_difference(
+    found: cst.FunctionDef, expected: cst.FunctionDef
+) -> str | None:
+    """How `found`'s decorators or signature depart from `expected`'s, if they do."""
+    if [meaning(d.decorator) for d in found.decorators] != [
+        meaning(d.decorator) for d in expected.decorators
+    ]:
+        decorators = " ".join("@" + code_of(d.decorator) for d in found.decorators)
+        return f"its decorators are {decorators or '(none)'!r}"
+    if not same_meaning(_header(found), _header(expected)):
+        return (
+            f"its signature is {signature(found)!r} where the spec has "
+            f"{signature(expected)!r}"
+        )
+    return None
+
+
+def where_it_differs(found: cst.FunctionDef, expected_source: str) -> str:
+    """Where `found` first departs from the spec's function, in a few words."""
+    expected = function_of(expected_source)
+    return (
+        signature_difference(found, expected)
+        or statements_difference(code_statements(found), code_statements(expected))
+        or "its body"
+    )

@@ -28,14 +28,20 @@ combine the spec's rules with someone else's.
 
 from __future__ import annotations
 
-import ast
-import copy
-
 import libcst as cst
 import libcst.matchers as m
 
-from ._base import BackportCodemod
-from ._meaning import code_of, meaning
+from ._base import BackportCodemod, replaced
+from ._meaning import (
+    code_statements,
+    function_of,
+    opens_with_docstring,
+    meaning,
+    same_meaning,
+    signature_difference,
+    statements_difference,
+)
+from ._names import named
 
 FUNCTION = "_dflash_layer_causal"
 
@@ -73,82 +79,34 @@ if is_causal is not None:
 # And what the override's `if` returns instead of the raw value.
 OVERRIDE_RESULT = "bool(override)"
 
-_TARGET = m.FunctionDef(name=m.Name(FUNCTION))
-
-
-def _is_docstring(statement: cst.BaseSmallStatement) -> bool:
-    # What Python's parser takes as a docstring: a plain (not f-) string.
-    return m.matches(statement, m.Expr(value=m.SimpleString() | m.ConcatenatedString()))
-
-
-def _split(function_source: str) -> tuple[ast.FunctionDef, list[ast.stmt]]:
-    """A function's node and its statements, docstring dropped."""
-    node = ast.parse(function_source).body[0]
-    assert isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
-    body = node.body
-    if (
-        body
-        and isinstance(body[0], ast.Expr)
-        and isinstance(body[0].value, ast.Constant)
-        and isinstance(body[0].value.value, str)
-    ):
-        body = body[1:]
-    return node, body
-
-
-def _signature(node: ast.FunctionDef) -> str:
-    """Decorators, `def` line and annotations, as source on one line."""
-    stub = copy.copy(node)
-    stub.body = [ast.Expr(ast.Constant(...))]
-    return "; ".join(ast.unparse(stub).splitlines()[:-1])
-
-
-def _one_line(statement: ast.stmt) -> str:
-    return " ".join(ast.unparse(statement).split())
-
-
 _REMEDY = "bring it back to 0.27.1's or apply the causality change by hand"
 
 
 def _difference(found: cst.FunctionDef) -> str:
     """Where `found` departs from the nearer of the two known versions."""
-    node, body = _split(code_of(found.with_changes(leading_lines=())))
-    old_node, old = _split(OLD_FUNCTION)
-    _, new = _split(NEW_FUNCTION)
-    if _signature(node) != _signature(old_node):
-        return (
-            f"a different signature, {_signature(node)!r} instead of "
-            f"{_signature(old_node)!r}; {_REMEDY}"
-        )
-    found_dumps = [ast.dump(s) for s in body]
+    old, new = function_of(OLD_FUNCTION), function_of(NEW_FUNCTION)
+    header = signature_difference(found, old)
+    if header is not None:
+        return f"{header}; {_REMEDY}"
+    body = code_statements(found)
 
-    def shared(reference: list[ast.stmt]) -> int:
+    def shared(reference: cst.FunctionDef) -> int:
         count = 0
-        for have, want in zip(found_dumps, reference):
-            if have != ast.dump(want):
+        for have, want in zip(body, code_statements(reference)):
+            if not same_meaning(have, want):
                 break
             count += 1
         return count
 
     # Report against whichever version the function follows longer.
     name, reference = max(
-        (("0.27.1's", old), ("the edited one", new)), key=lambda c: shared(c[1])
+        (("0.27.1", old), ("the edited function", new)), key=lambda c: shared(c[1])
     )
-    common = shared(reference)
-    if common < len(body) and common < len(reference):
-        return (
-            f"a body that departs from {name} at {_one_line(body[common])!r} "
-            f"(expected {_one_line(reference[common])!r}); {_REMEDY}"
-        )
-    if common < len(body):
-        return (
-            f"a body with more than {name}, from {_one_line(body[common])!r} "
-            f"on; {_REMEDY}"
-        )
-    return (
-        f"a body that stops short of {name}, missing "
-        f"{_one_line(reference[common])!r}; {_REMEDY}"
+    # Whole statements: the fallback's one line is what usually differs.
+    difference = statements_difference(
+        body, code_statements(reference), name, limit=200
     )
+    return f"{difference or 'its body'}; {_REMEDY}"
 
 
 class Causality(BackportCodemod):
@@ -161,7 +119,7 @@ class Causality(BackportCodemod):
 
     def backport(self, tree: cst.Module) -> cst.Module:
         hunk = "is_causal first"
-        found = [s for s in tree.body if m.matches(s, _TARGET)]
+        found = named(tree.body, cst.FunctionDef, FUNCTION)
         if len(found) != 1:
             self.drift(
                 hunk,
@@ -170,7 +128,6 @@ class Causality(BackportCodemod):
             )
             return tree
         (function,) = found
-        assert isinstance(function, cst.FunctionDef)
 
         found_meaning = meaning(function)
         if found_meaning == meaning(NEW_FUNCTION):
@@ -186,9 +143,7 @@ class Causality(BackportCodemod):
 
         self.pending(hunk)
         new_function = function.with_changes(body=self._edited_body(function))
-        return tree.with_changes(
-            body=[new_function if s is function else s for s in tree.body]
-        )
+        return tree.with_changes(body=replaced(tree.body, function, new_function))
 
     def _edited_body(self, function: cst.FunctionDef) -> cst.IndentedBlock:
         block = function.body
@@ -198,7 +153,7 @@ class Causality(BackportCodemod):
         intro = self.statements(INTRO)
 
         first = body[0]
-        if isinstance(first, cst.SimpleStatementLine) and _is_docstring(first.body[0]):
+        if opens_with_docstring(first):
             # The old docstring gives way to the new one; comments above it stay.
             intro[0] = intro[0].with_changes(leading_lines=first.leading_lines)
             if len(first.body) == 1:

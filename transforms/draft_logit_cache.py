@@ -38,13 +38,9 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from ._base import BackportCodemod, State
+from ._base import BackportCodemod, edited_class
 from ._meaning import code_of, describe, same_meaning
-from .speculator_selection import (
-    how_method_differs,
-    insert_method_before,
-    methods_named,
-)
+from ._names import members_named
 
 SPECULATOR = "DraftModelSpeculator"
 ALLOCATING_METHOD = "__init__"
@@ -108,35 +104,24 @@ class DraftLogitCache(BackportCodemod):
     HOOK_HUNK = "draft_logits_spec default"
 
     def backport(self, tree: cst.Module) -> cst.Module:
-        classes = [
-            s for s in tree.body if m.matches(s, m.ClassDef(name=m.Name(SPECULATOR)))
-        ]
-        if len(classes) != 1:
-            found = f"{len(classes)} module-level classes of that name"
-            for hunk in (self.BUFFER_HUNK, self.HOOK_HUNK):
-                self.drift(hunk, f"one module-level class {SPECULATOR}", found)
+        cls = self.only_class(tree, SPECULATOR, (self.BUFFER_HUNK, self.HOOK_HUNK))
+        if cls is None:
             return tree
-        (cls,) = classes
-        assert isinstance(cls, cst.ClassDef)
-
         # Both hunks are judged before anything changes, so that every drift
         # is reported and a drift in one leaves the other unwritten.
         buffer = self._buffer(cls)
-        hook = self._hook(cls)
-        if any(v.state is State.DRIFT for v in self.verdicts):
+        hook = self.method_before(
+            self.HOOK_HUNK,
+            cls,
+            HOOK_SOURCE,
+            ANCHOR_METHOD,
+            expected=f"{SPECULATOR}.{HOOK}(self, vllm_config) to return "
+            "torch.float32, 0.0 (0.27.1 caches float32 draft logits)",
+            remedy="make it return torch.float32, 0.0 or remove it",
+        )
+        if self.drifted():
             return tree
-        if buffer is None and hook is None:
-            return tree
-
-        body: list[cst.BaseStatement] = list(cls.body.body)
-        if buffer is not None:
-            old_method, new_method = buffer
-            body = [new_method if s is old_method else s for s in body]
-        if hook is not None:
-            anchor, new_hook = hook
-            body = insert_method_before(body, anchor, new_hook)
-        new_cls = cls.with_changes(body=cls.body.with_changes(body=body))
-        return tree.with_changes(body=[new_cls if s is cls else s for s in tree.body])
+        return edited_class(tree, cls, swap=buffer, insert=hook)
 
     def _buffer(
         self, cls: cst.ClassDef
@@ -144,7 +129,7 @@ class DraftLogitCache(BackportCodemod):
         """The `__init__` to swap in, if the allocation is pending."""
         hunk = self.BUFFER_HUNK
         where = f"{SPECULATOR}.{ALLOCATING_METHOD}"
-        methods = methods_named(cls, ALLOCATING_METHOD)
+        methods = members_named(cls, cst.FunctionDef, ALLOCATING_METHOD)
         if len(methods) != 1:
             self.drift(hunk, f"one {where}", f"{len(methods)}")
             return None
@@ -213,41 +198,6 @@ class DraftLogitCache(BackportCodemod):
         (block,) = blocks
         assert isinstance(block, cst.IndentedBlock)
         return block
-
-    def _hook(
-        self, cls: cst.ClassDef
-    ) -> tuple[cst.FunctionDef, cst.FunctionDef] | None:
-        """The anchor and the hook to insert before it, if the hook is pending."""
-        hunk = self.HOOK_HUNK
-        hooks = methods_named(cls, HOOK)
-        if len(hooks) > 1:
-            self.drift(hunk, f"at most one {SPECULATOR}.{HOOK}", f"{len(hooks)}")
-            return None
-        if hooks:
-            if same_meaning(hooks[0], HOOK_SOURCE):
-                self.applied(hunk)
-            else:
-                self.drift(
-                    hunk,
-                    f"{SPECULATOR}.{HOOK}(self, vllm_config) to return "
-                    "torch.float32, 0.0 (0.27.1 caches float32 draft logits)",
-                    f"a {HOOK} that differs: "
-                    f"{how_method_differs(hooks[0], HOOK_SOURCE)}; make it return "
-                    "torch.float32, 0.0 or remove it",
-                )
-            return None
-        anchors = methods_named(cls, ANCHOR_METHOD)
-        if len(anchors) != 1:
-            self.drift(
-                hunk,
-                f"one method {SPECULATOR}.{ANCHOR_METHOD} to add {HOOK} before",
-                f"{len(anchors)}",
-            )
-            return None
-        self.pending(hunk)
-        new_hook = self.statement(HOOK_SOURCE)
-        assert isinstance(new_hook, cst.FunctionDef)
-        return anchors[0], new_hook
 
 
 def _how_allocation_differs(allocation: cst.SimpleStatementLine) -> str:

@@ -30,14 +30,8 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from ._base import BackportCodemod
-from ._meaning import same_meaning
-from .vocab_parallel_topk import (
-    in_file_newlines,
-    leading_blank_lines,
-    module_bindings,
-    where_it_differs,
-)
+from ._base import BackportCodemod, insert_before
+from ._names import module_bindings, named
 
 NAME = "gumbel_noised_argmax"
 ANCHOR = "gumbel_block_argmax"
@@ -83,13 +77,6 @@ def gumbel_noised_argmax(
     return tl.max(logits, axis=0, return_indices=True)
 '''
 
-_BLANK = cst.EmptyLine(indent=False)
-
-
-def _function(name: str) -> m.FunctionDef:
-    return m.FunctionDef(name=m.Name(name))
-
-
 _TRITON_JIT = m.Attribute(value=m.Name("triton"), attr=m.Name("jit"))
 # `@triton.jit(...)` with options is just as much a Triton function.
 _JITTED = m.FunctionDef(
@@ -111,25 +98,15 @@ class GumbelNoisedArgmax(BackportCodemod):
 
     def backport(self, tree: cst.Module) -> cst.Module:
         hunk = NAME
-        existing = [s for s in tree.body if m.matches(s, _function(NAME))]
-        for function in existing:
-            assert isinstance(function, cst.FunctionDef)
-            if not same_meaning(function, GUMBEL_NOISED_ARGMAX):
-                self.drift(
-                    hunk,
-                    f"`{NAME}` as the spec writes it",
-                    f"a different `{NAME}` "
-                    f"({where_it_differs(function, GUMBEL_NOISED_ARGMAX)}), "
-                    "which the backport will not overwrite",
-                )
-                return tree
+        existing = named(tree.body, cst.FunctionDef, NAME)
+        expected = f"`{NAME}` as the spec writes it"
+        if self.rejects_other_versions(hunk, existing, GUMBEL_NOISED_ARGMAX, expected):
+            return tree
         if existing:
             self.applied(hunk)
             return tree
 
-        anchors = [
-            i for i, s in enumerate(tree.body) if m.matches(s, _function(ANCHOR))
-        ]
+        anchors = named(tree.body, cst.FunctionDef, ANCHOR)
         problems = []
         if not anchors:
             problems.append(
@@ -138,9 +115,9 @@ class GumbelNoisedArgmax(BackportCodemod):
             )
         elif len(anchors) > 1:
             problems.append(f"{len(anchors)} module-level `{ANCHOR}` definitions")
-        elif not m.matches(tree.body[anchors[0]], _JITTED):
+        elif not m.matches(anchors[0], _JITTED):
             problems.append(f"`{ANCHOR}` without `@triton.jit`")
-        bindings = module_bindings(tree)
+        bindings = module_bindings(tree.body)
         missing = [name for name in NEEDS if name not in bindings]
         if missing:
             problems.append(
@@ -158,17 +135,8 @@ class GumbelNoisedArgmax(BackportCodemod):
             return tree
 
         self.pending(hunk)
-        (index,) = anchors
-        anchor = tree.body[index]
-        blank, rest = leading_blank_lines(anchor.leading_lines)
-        new = self.statement(in_file_newlines(GUMBEL_NOISED_ARGMAX, tree)).with_changes(
-            leading_lines=blank
+        (anchor,) = anchors
+        new = self.statement(GUMBEL_NOISED_ARGMAX)
+        return tree.with_changes(
+            body=insert_before(tree.body, anchor, [new], blank_lines=2)
         )
-        body = list(tree.body)
-        # Comments above the anchor stay with it; the blank lines that
-        # separated it from what precedes now precede the new function.
-        body[index : index + 1] = [
-            new,
-            anchor.with_changes(leading_lines=[_BLANK, _BLANK, *rest]),
-        ]
-        return tree.with_changes(body=body)

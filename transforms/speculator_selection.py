@@ -44,8 +44,9 @@ from collections.abc import Sequence
 import libcst as cst
 import libcst.matchers as m
 
-from ._base import BackportCodemod, State
-from ._meaning import code_of, describe, meaning, same_meaning, string_value
+from ._base import BackportCodemod, edited_class, replaced
+from ._meaning import code_of, describe, same_meaning, string_value
+from ._names import members_named, named
 
 # -- vllm/v1/worker/gpu/spec_decode/__init__.py ---------------------------
 
@@ -109,98 +110,6 @@ def _statements_mean(statements: Sequence[cst.BaseStatement], source: str) -> bo
     return bool(code.strip()) and same_meaning(code, source)
 
 
-def _named(name: str) -> m.FunctionDef:
-    return m.FunctionDef(name=m.Name(name))
-
-
-# The helpers below are shared with the draft-logit-cache edit, which also
-# inserts a method before an anchor method and judges an existing one.
-
-
-def methods_named(cls: cst.ClassDef, name: str) -> list[cst.FunctionDef]:
-    """Methods (properties included) of that name directly in the class body."""
-    return [
-        s
-        for s in cls.body.body
-        if isinstance(s, cst.FunctionDef) and s.name.value == name
-    ]
-
-
-def insert_method_before(
-    body: Sequence[cst.BaseStatement],
-    anchor: cst.BaseStatement,
-    new: cst.FunctionDef,
-) -> list[cst.BaseStatement]:
-    """`body` with `new` placed right before `anchor`, separated as methods are.
-
-    The new method takes the blank lines that separated the anchor from what
-    preceded it; comments above the anchor stay with the anchor.
-    """
-    blanks: list[cst.EmptyLine] = []
-    for line in anchor.leading_lines:
-        if line.comment is not None:
-            break
-        blanks.append(line)
-    anchor_lines = list(anchor.leading_lines)
-    if not blanks:
-        anchor_lines.insert(0, cst.EmptyLine(indent=False))
-    out: list[cst.BaseStatement] = []
-    for statement in body:
-        if statement is anchor:
-            out.append(new.with_changes(leading_lines=blanks))
-            out.append(anchor.with_changes(leading_lines=anchor_lines))
-        else:
-            out.append(statement)
-    return out
-
-
-def how_method_differs(found: cst.FunctionDef, spec_source: str) -> str:
-    """Where an existing method first departs from the spec's, in words."""
-    spec = cst.parse_statement(spec_source)
-    assert isinstance(spec, cst.FunctionDef)
-    decorators = [meaning(d.decorator) for d in found.decorators]
-    if decorators != [meaning(d.decorator) for d in spec.decorators]:
-        shown = ", ".join(f"@{code_of(d.decorator)}" for d in found.decorators)
-        return f"it is decorated {shown or 'with nothing'}"
-    found_stub, spec_stub = _stub(found), _stub(spec)
-    if not same_meaning(found_stub, spec_stub):
-        return (
-            f"its signature is {_header(found_stub)!r}, "
-            f"the backport's {_header(spec_stub)!r}"
-        )
-    found_body, spec_body = _code_statements(found), _code_statements(spec)
-    for ours, theirs in zip(found_body, spec_body):
-        if not same_meaning(ours, theirs):
-            return f"it has {describe(ours)} where the backport has {describe(theirs)}"
-    if len(found_body) > len(spec_body):
-        return f"it goes on with {describe(found_body[len(spec_body)])}"
-    if len(found_body) < len(spec_body):
-        return f"it lacks {describe(spec_body[len(found_body)])}"
-    return "it differs"
-
-
-def _stub(function: cst.FunctionDef) -> cst.FunctionDef:
-    """The function's name and signature over an empty body."""
-    return function.with_changes(
-        decorators=(),
-        leading_lines=(),
-        body=cst.SimpleStatementSuite(body=[cst.Expr(cst.Ellipsis())]),
-    )
-
-
-def _header(stub: cst.FunctionDef) -> str:
-    return " ".join(code_of(stub).split()).removesuffix(": ...")
-
-
-def _code_statements(function: cst.FunctionDef) -> list[cst.BaseStatement]:
-    """The body's statements without a leading docstring."""
-    body = list(function.body.body)
-    first = body[0] if body else None
-    if m.matches(first, m.SimpleStatementLine(body=[m.Expr(m.SimpleString())])):
-        return body[1:]
-    return body
-
-
 class SpeculatorSelection(BackportCodemod):
     EDIT = "speculator-selection"
     PATH = "vllm/v1/worker/gpu/spec_decode/__init__.py"
@@ -211,7 +120,7 @@ class SpeculatorSelection(BackportCodemod):
     HUNK = "select the DFlash2 speculator"
 
     def backport(self, tree: cst.Module) -> cst.Module:
-        functions = [s for s in tree.body if m.matches(s, _named(SELECTOR))]
+        functions = named(tree.body, cst.FunctionDef, SELECTOR)
         if len(functions) != 1:
             self.drift(
                 self.HUNK,
@@ -220,7 +129,6 @@ class SpeculatorSelection(BackportCodemod):
             )
             return tree
         (function,) = functions
-        assert isinstance(function, cst.FunctionDef)
 
         arms = [
             arm for arm in self._arms(function) if same_meaning(arm.test, DFLASH_TEST)
@@ -281,9 +189,7 @@ class SpeculatorSelection(BackportCodemod):
         selection = self.statement(self._quoted(DFLASH2_SELECTION, arm.test))
         new_body = body.with_changes(body=[selection, *body.body])
         new_function = function.deep_replace(body, new_body)
-        return tree.with_changes(
-            body=[new_function if s is function else s for s in tree.body]
-        )
+        return tree.with_changes(body=replaced(tree.body, function, new_function))
 
     @staticmethod
     def _arms(function: cst.FunctionDef) -> list[cst.If]:
@@ -332,42 +238,32 @@ class V2RunnerForcing(BackportCodemod):
     HELPER_HUNK = "DFlash2 draft detection"
 
     def backport(self, tree: cst.Module) -> cst.Module:
-        classes = [
-            s for s in tree.body if m.matches(s, m.ClassDef(name=m.Name(CONFIG_CLASS)))
-        ]
-        if len(classes) != 1:
-            found = f"{len(classes)} module-level classes of that name"
-            for hunk in (self.BRANCH_HUNK, self.HELPER_HUNK):
-                self.drift(hunk, f"one module-level class {CONFIG_CLASS}", found)
+        hunks = (self.BRANCH_HUNK, self.HELPER_HUNK)
+        cls = self.only_class(tree, CONFIG_CLASS, hunks)
+        if cls is None:
             return tree
-        (cls,) = classes
-        assert isinstance(cls, cst.ClassDef)
-
         # Both hunks are judged before anything changes, so that every drift
         # is reported and a drift in one leaves the other unwritten.
         branch = self._branch(cls)
-        helper = self._helper(cls)
-        if any(v.state is State.DRIFT for v in self.verdicts):
+        helper = self.method_before(
+            self.HELPER_HUNK,
+            cls,
+            HELPER_SOURCE,
+            ANCHOR_METHOD,
+            expected=f"{CONFIG_CLASS}.{HELPER} to test the draft's architectures "
+            'for "DFlash2DraftModel" as the backport does',
+            remedy="remove or rename it",
+        )
+        if self.drifted():
             return tree
-        if branch is None and helper is None:
-            return tree
-
-        body: list[cst.BaseStatement] = list(cls.body.body)
-        if branch is not None:
-            old_runner, new_runner = branch
-            body = [new_runner if s is old_runner else s for s in body]
-        if helper is not None:
-            anchor, new_helper = helper
-            body = insert_method_before(body, anchor, new_helper)
-        new_cls = cls.with_changes(body=cls.body.with_changes(body=body))
-        return tree.with_changes(body=[new_cls if s is cls else s for s in tree.body])
+        return edited_class(tree, cls, swap=branch, insert=helper)
 
     def _branch(
         self, cls: cst.ClassDef
     ) -> tuple[cst.FunctionDef, cst.FunctionDef] | None:
         """The `use_v2_model_runner` to swap in, if the branch is pending."""
         hunk = self.BRANCH_HUNK
-        runners = methods_named(cls, RUNNER)
+        runners = members_named(cls, cst.FunctionDef, RUNNER)
         if len(runners) != 1:
             self.drift(
                 hunk,
@@ -404,16 +300,7 @@ class V2RunnerForcing(BackportCodemod):
             return None
 
         self.pending(hunk)
-        new_branch = self.statement(DFLASH2_BRANCH_SOURCE)
-        # Parsed on its own, the separating blank line would be indented
-        # (trailing spaces) once the branch sits inside the method.
-        new_branch = new_branch.with_changes(
-            leading_lines=[
-                line.with_changes(indent=False) if line.comment is None else line
-                for line in new_branch.leading_lines
-            ]
-        )
-        statements.insert(index + 1, new_branch)
+        statements.insert(index + 1, self.statement(DFLASH2_BRANCH_SOURCE))
         assert isinstance(runner.body, cst.IndentedBlock)
         return runner, runner.with_changes(
             body=runner.body.with_changes(body=statements)
@@ -444,41 +331,6 @@ class V2RunnerForcing(BackportCodemod):
                 "to go"
             )
         return f"no such branch, and nothing in {CONFIG_CLASS} calls {ANCHOR_METHOD}"
-
-    def _helper(
-        self, cls: cst.ClassDef
-    ) -> tuple[cst.FunctionDef, cst.FunctionDef] | None:
-        """The anchor and the method to insert before it, if the helper is pending."""
-        hunk = self.HELPER_HUNK
-        helpers = methods_named(cls, HELPER)
-        if len(helpers) > 1:
-            self.drift(hunk, f"at most one {CONFIG_CLASS}.{HELPER}", f"{len(helpers)}")
-            return None
-        if helpers:
-            if same_meaning(helpers[0], HELPER_SOURCE):
-                self.applied(hunk)
-            else:
-                self.drift(
-                    hunk,
-                    f"{CONFIG_CLASS}.{HELPER} to test the draft's architectures "
-                    'for "DFlash2DraftModel" as the backport does',
-                    f"a {HELPER} that differs: "
-                    f"{how_method_differs(helpers[0], HELPER_SOURCE)}; remove or "
-                    "rename it",
-                )
-            return None
-        anchors = methods_named(cls, ANCHOR_METHOD)
-        if len(anchors) != 1:
-            self.drift(
-                hunk,
-                f"one method {CONFIG_CLASS}.{ANCHOR_METHOD} to add {HELPER} before",
-                f"{len(anchors)}",
-            )
-            return None
-        self.pending(hunk)
-        new_helper = self.statement(HELPER_SOURCE)
-        assert isinstance(new_helper, cst.FunctionDef)
-        return anchors[0], new_helper
 
 
 def _is_branch(statement: cst.BaseStatement, source: str) -> bool:

@@ -33,8 +33,9 @@ from collections.abc import Sequence
 import libcst as cst
 import libcst.matchers as m
 
-from ._base import BackportCodemod, State
-from ._meaning import describe, same_meaning
+from ._base import BackportCodemod, placed_before, replaced
+from ._meaning import describe, is_docstring, same_meaning
+from ._names import class_bindings, may_bind, members_named, module_bindings, named
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,71 +119,6 @@ def _constructor(seam: Seam, value: cst.BaseExpression) -> cst.Call | None:
             return element.elt
         return None
     return value if isinstance(value, cst.Call) else None
-
-
-def _bindings(body: cst.BaseSuite, name: str) -> list[cst.CSTNode]:
-    """Class-body statements that bind `name`: assignments, methods, classes."""
-    found: list[cst.CSTNode] = []
-    if not isinstance(body, cst.IndentedBlock):
-        return found
-    target = m.Name(name)
-    for statement in body.body:
-        if isinstance(statement, cst.FunctionDef | cst.ClassDef):
-            if statement.name.value == name:
-                found.append(statement)
-        elif isinstance(statement, cst.SimpleStatementLine):
-            found.extend(
-                small
-                for small in statement.body
-                if m.matches(
-                    small,
-                    m.Assign(
-                        targets=[m.ZeroOrMore(), m.AssignTarget(target), m.ZeroOrMore()]
-                    ),
-                )
-                or m.matches(small, m.AnnAssign(target=target))
-            )
-    return found
-
-
-def _binds_at_module_level(statement: cst.BaseStatement, name: str) -> bool:
-    """Whether a module-level statement defines, imports or assigns `name`."""
-    if isinstance(statement, cst.ClassDef | cst.FunctionDef):
-        return statement.name.value == name
-    if isinstance(statement, cst.SimpleStatementLine):
-        return any(_binds(small, name) for small in statement.body)
-    # `if TYPE_CHECKING:` / `try:` blocks and the like: small, so search them.
-    bound = m.findall(
-        statement,
-        m.ClassDef(name=m.Name(name))
-        | m.FunctionDef(name=m.Name(name))
-        | m.SimpleStatementLine(
-            body=[
-                m.ZeroOrMore(),
-                m.MatchIfTrue(lambda small: _binds(small, name)),
-                m.ZeroOrMore(),
-            ]
-        ),
-    )
-    return bool(bound)
-
-
-def _binds(small: cst.BaseSmallStatement, name: str) -> bool:
-    if isinstance(small, cst.Import | cst.ImportFrom):
-        if isinstance(small.names, cst.ImportStar):
-            return True  # cannot tell; let Python decide
-        return any(
-            (alias.asname.name if alias.asname else alias.name).deep_equals(
-                cst.Name(name)
-            )
-            for alias in small.names
-        )
-    return m.matches(
-        small,
-        m.Assign(
-            targets=[m.ZeroOrMore(), m.AssignTarget(m.Name(name)), m.ZeroOrMore()]
-        ),
-    )
 
 
 def _canonical(assignment: cst.Assign, call: cst.Call, callee: str) -> cst.Assign:
@@ -286,17 +222,9 @@ class SubclassSeams(BackportCodemod):
     )
 
     def backport(self, tree: cst.Module) -> cst.Module:
-        classes = {
-            seam.owner: [
-                (index, s)
-                for index, s in enumerate(tree.body)
-                if m.matches(s, m.ClassDef(name=m.Name(seam.owner)))
-            ]
-            for seam in SEAMS
-        }
         plans: list[_Plan] = []
         for seam in SEAMS:
-            found = classes[seam.owner]
+            found = named(tree.body, cst.ClassDef, seam.owner)
             if len(found) != 1:
                 for hunk in (seam.attribute_hunk, seam.construction_hunk):
                     self.drift(
@@ -305,13 +233,12 @@ class SubclassSeams(BackportCodemod):
                         _count(found),
                     )
                 continue
-            ((index, owner),) = found
-            assert isinstance(owner, cst.ClassDef)
+            (owner,) = found
             plan = _Plan(owner)
-            plan.insert_attribute = self._judge_attribute(seam, tree, index, owner)
+            plan.insert_attribute = self._judge_attribute(seam, tree, owner)
             plan.reroute = self._judge_construction(seam, owner)
             plans.append(plan)
-        if any(v.state is State.DRIFT for v in self.verdicts):
+        if self.drifted():
             return tree
 
         replacements: dict[cst.ClassDef, cst.ClassDef] = {}
@@ -322,12 +249,12 @@ class SubclassSeams(BackportCodemod):
     # -- verdicts -----------------------------------------------------------
 
     def _judge_attribute(
-        self, seam: Seam, tree: cst.Module, index: int, owner: cst.ClassDef
+        self, seam: Seam, tree: cst.Module, owner: cst.ClassDef
     ) -> bool:
         """Record the attribute hunk's verdict; True when it must be inserted."""
         hunk = seam.attribute_hunk
         expected = f"`{seam.attribute} = {seam.value}` in class {seam.owner}"
-        bindings = _bindings(owner.body, seam.attribute)
+        bindings = class_bindings(owner, seam.attribute)
         for binding in bindings:
             if isinstance(binding, cst.Assign | cst.AnnAssign):
                 if binding.value is not None and same_meaning(
@@ -347,7 +274,8 @@ class SubclassSeams(BackportCodemod):
             return False
         # The attribute reads its value when the class is created, so the
         # value must already exist by then.
-        if not any(_binds_at_module_level(s, seam.value) for s in tree.body[:index]):
+        above = module_bindings(tree.body[: tree.body.index(owner)])
+        if not may_bind(above, seam.value):
             self.drift(
                 hunk,
                 f"{seam.value} defined or imported above class {seam.owner} "
@@ -365,13 +293,7 @@ class SubclassSeams(BackportCodemod):
         """Record the construction hunk's verdict; what to reroute, if any."""
         hunk = seam.construction_hunk
         where = f"{seam.owner}.__init__"
-        inits = [
-            s
-            for s in (
-                owner.body.body if isinstance(owner.body, cst.IndentedBlock) else ()
-            )
-            if m.matches(s, m.FunctionDef(name=m.Name("__init__")))
-        ]
+        inits = members_named(owner, cst.FunctionDef, "__init__")
         if len(inits) != 1:
             self.drift(hunk, f"one {where}", _count(inits))
             return None
@@ -437,7 +359,6 @@ class SubclassSeams(BackportCodemod):
         if pending:
             self.pending(hunk)
             (init,) = inits
-            assert isinstance(init, cst.FunctionDef)
             return init, call
         self.applied(hunk)
         return None
@@ -458,9 +379,7 @@ class SubclassSeams(BackportCodemod):
             block = owner.body
             assert isinstance(block, cst.IndentedBlock)
             owner = owner.with_changes(
-                body=block.with_changes(
-                    body=[new_init if s is init else s for s in block.body]
-                )
+                body=block.with_changes(body=replaced(block.body, init, new_init))
             )
         if plan.insert_attribute:
             owner = self._insert_attribute(seam, owner)
@@ -471,30 +390,13 @@ class SubclassSeams(BackportCodemod):
         assert isinstance(block, cst.IndentedBlock)
         members = list(block.body)
         attribute = self.statement(f"{seam.attribute} = {seam.value}\n")
-        position = 0
-        first = members[0] if members else None
-        if (
-            isinstance(first, cst.SimpleStatementLine)
-            and len(first.body) == 1
-            and m.matches(
-                first.body[0], m.Expr(value=m.SimpleString() | m.ConcatenatedString())
-            )
-        ):
-            position = 1
+        # First in the class, after its docstring: the attribute takes over
+        # the blank lines before the member that used to open the class.
+        position = 1 if members and is_docstring(members[0]) else 0
         if position < len(members):
-            following = members[position]
-            lines = list(following.leading_lines)
-            blanks = 0
-            while blanks < len(lines) and lines[blanks].comment is None:
-                blanks += 1
-            if position:
-                # After a docstring the attribute takes over the blank lines
-                # that separated the docstring from the first member.
-                attribute = attribute.with_changes(leading_lines=lines[:blanks])
-            # The attribute sits apart from the member that used to open the
-            # class; that member keeps its own comments.
-            members[position] = following.with_changes(
-                leading_lines=[cst.EmptyLine(indent=False), *lines[blanks:]]
+            members[position : position + 1] = placed_before(
+                members[position], [attribute]
             )
-        members.insert(position, attribute)
+        else:
+            members.append(attribute)
         return owner.with_changes(body=block.with_changes(body=members))

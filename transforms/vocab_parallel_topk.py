@@ -49,15 +49,13 @@ is drift and the edit is refused rather than reported as done.
 
 from __future__ import annotations
 
-import textwrap
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.helpers import get_full_name_for_node
 
-from ._base import BackportCodemod
-from ._meaning import code_of, describe, meaning, same_meaning
+from ._base import BackportCodemod, insert_before, placed_before, with_blank_lines
+from ._names import members_named, module_bindings, named, origin_words
 
 # -- the spec's code ------------------------------------------------------
 
@@ -150,205 +148,11 @@ METHOD_ANCHOR = "extra_repr"
 METHOD_NEEDS_MEMBERS = ("_apply_head",)
 METHOD_NEEDS_NAMES = ("VocabParallelEmbedding", "tensor_model_parallel_all_gather")
 
-# -- helpers shared with the other codemods that add whole functions -------
-
-_DEFINED_HERE = ""
-
-
-def module_bindings(tree: cst.Module) -> dict[str, list[str]]:
-    """Names bound at module level, each with where every binding comes from.
-
-    An import gives its dotted origin ("functools.cache"); a def, class or
-    assignment gives "" (defined in this module). Only statements that run
-    whenever the module is imported count, plus `try` blocks (the optional
-    import pattern): a name bound only under `if TYPE_CHECKING:` does not
-    exist when a function's annotations are evaluated.
-    """
-    found: dict[str, list[str]] = {}
-
-    def bind(name: str, origin: str) -> None:
-        found.setdefault(name, []).append(origin)
-
-    def target_names(target: cst.BaseExpression) -> list[str]:
-        if isinstance(target, cst.Name):
-            return [target.value]
-        if isinstance(target, cst.Tuple | cst.List):
-            return [n for e in target.elements for n in target_names(e.value)]
-        return []
-
-    def visit(statements: Sequence[cst.CSTNode]) -> None:
-        for stmt in statements:
-            if isinstance(stmt, cst.FunctionDef | cst.ClassDef):
-                bind(stmt.name.value, _DEFINED_HERE)
-            elif isinstance(stmt, cst.Try):
-                visit(stmt.body.body)
-                for handler in stmt.handlers:
-                    visit(handler.body.body)
-                if stmt.orelse is not None:
-                    visit(stmt.orelse.body.body)
-                if stmt.finalbody is not None:
-                    visit(stmt.finalbody.body.body)
-            elif isinstance(stmt, cst.SimpleStatementLine):
-                for small in stmt.body:
-                    if isinstance(small, cst.Import):
-                        for alias in small.names:
-                            full = get_full_name_for_node(alias.name) or ""
-                            if alias.asname is not None:
-                                bind(get_full_name_for_node(alias.asname.name), full)
-                            else:
-                                head = full.split(".")[0]
-                                bind(head, head)
-                    elif isinstance(small, cst.ImportFrom):
-                        if isinstance(small.names, cst.ImportStar):
-                            continue
-                        module = "." * len(small.relative)
-                        if small.module is not None:
-                            module += get_full_name_for_node(small.module) or ""
-                        for alias in small.names:
-                            name = get_full_name_for_node(alias.name) or ""
-                            bound = (
-                                get_full_name_for_node(alias.asname.name)
-                                if alias.asname is not None
-                                else name
-                            )
-                            bind(bound, f"{module}.{name}")
-                    elif isinstance(small, cst.Assign):
-                        for t in small.targets:
-                            for n in target_names(t.target):
-                                bind(n, _DEFINED_HERE)
-                    elif isinstance(small, cst.AnnAssign | cst.AugAssign):
-                        for n in target_names(small.target):
-                            bind(n, _DEFINED_HERE)
-
-    visit(tree.body)
-    return found
-
-
-def origin_words(origin: str) -> str:
-    return "defined in this module" if origin == _DEFINED_HERE else f"`{origin}`"
-
-
-def _statements(block: cst.BaseSuite) -> list[cst.BaseStatement]:
-    return list(block.body) if isinstance(block, cst.IndentedBlock) else []
-
-
-def _body(fn: cst.FunctionDef) -> list[cst.BaseStatement]:
-    """The function's statements, its docstring left out."""
-    statements = _statements(fn.body)
-    if statements and m.matches(
-        statements[0],
-        m.SimpleStatementLine(
-            body=[m.Expr(value=m.SimpleString() | m.ConcatenatedString())]
-        ),
-    ):
-        return statements[1:]
-    return statements
-
-
-_PASS = cst.IndentedBlock(body=[cst.SimpleStatementLine(body=[cst.Pass()])])
-
-
-def _header(node: cst.CSTNode) -> cst.CSTNode:
-    """A compound statement with its body and else-part reduced to `pass`."""
-    changes: dict[str, object] = {"body": _PASS}
-    if isinstance(node, cst.FunctionDef):
-        changes.update(decorators=(), leading_lines=())
-    if getattr(node, "orelse", None) is not None:
-        changes["orelse"] = None
-    return node.with_changes(**changes)
-
-
-def _else(node: cst.If | cst.For | cst.While) -> list[cst.BaseStatement]:
-    if isinstance(node.orelse, cst.If):
-        return [node.orelse]
-    return _statements(node.orelse.body) if node.orelse is not None else []
-
-
-def _describe(node: cst.CSTNode) -> str:
-    """`describe`, without the comments above the statement."""
-    if getattr(node, "leading_lines", None):
-        node = node.with_changes(leading_lines=())
-    return describe(node)
-
-
-def _difference(
-    ours: Sequence[cst.BaseStatement], theirs: Sequence[cst.BaseStatement]
-) -> str | None:
-    """The first statement where `ours` departs from `theirs`, or None.
-
-    Descends into an `if`/`for`/`while`/`with` whose header matches, so the
-    message points at the line that differs rather than the block around it.
-    """
-    for a, b in zip(ours, theirs):
-        if same_meaning(a, b):
-            continue
-        compound = (cst.If, cst.For, cst.While, cst.With)
-        if (
-            type(a) is type(b)
-            and isinstance(a, compound)
-            and same_meaning(_header(a), _header(b))
-        ):
-            inner = _difference(_statements(a.body), _statements(b.body))
-            if inner is None and isinstance(a, cst.If | cst.For | cst.While):
-                inner = _difference(_else(a), _else(b))
-            if inner is not None:
-                return inner
-        return f"it has {_describe(a)} where the spec has {_describe(b)}"
-    if len(ours) > len(theirs):
-        return f"it goes on with {_describe(ours[len(theirs)])}"
-    if len(ours) < len(theirs):
-        return f"it lacks the spec's {_describe(theirs[len(ours)])}"
-    return None
-
-
-def where_it_differs(found: cst.FunctionDef, expected_source: str) -> str:
-    """Where `found` first departs from the spec's function, in a few words."""
-    expected = cst.parse_statement(textwrap.dedent(expected_source))
-    assert isinstance(expected, cst.FunctionDef)
-    if [meaning(d.decorator) for d in found.decorators] != [
-        meaning(d.decorator) for d in expected.decorators
-    ]:
-        decorators = " ".join("@" + code_of(d.decorator) for d in found.decorators)
-        return f"its decorators are {decorators or '(none)'!r}"
-    if not same_meaning(_header(found), _header(expected)):
-        header = " ".join(code_of(_header(found)).split()).removesuffix(" pass")
-        if len(header) > 160:
-            header = header[:157] + "..."
-        return f"its signature is {header!r}"
-    return _difference(_body(found), _body(expected)) or "its body"
-
-
-def leading_blank_lines(
-    lines: Sequence[cst.EmptyLine],
-) -> tuple[list[cst.EmptyLine], list[cst.EmptyLine]]:
-    """Split a statement's leading lines into the blank run and the rest.
-
-    The blank run separates the statement from what precedes it; the rest
-    (comments) belongs to the statement itself.
-    """
-    blank = 0
-    while blank < len(lines) and lines[blank].comment is None:
-        blank += 1
-    return list(lines[:blank]), list(lines[blank:])
-
-
-def _is_function(name: str) -> m.FunctionDef:
-    return m.FunctionDef(name=m.Name(name))
-
 
 def _is_import_line(stmt: cst.CSTNode) -> bool:
     return m.matches(
         stmt, m.SimpleStatementLine(body=[m.AtLeastN(m.Import() | m.ImportFrom(), n=1)])
     )
-
-
-def in_file_newlines(source: str, tree: cst.Module) -> str:
-    """Spec code with the target file's line endings.
-
-    The parser takes the file's newline for the code it builds, but the
-    lines inside a multi-line string (a docstring) are kept as written.
-    """
-    return source.replace("\n", tree.default_newline)
 
 
 Body = list[cst.BaseStatement]
@@ -362,7 +166,6 @@ def _nothing(body: Body, before: Inserts, after: Inserts) -> None:
     pass
 
 
-_BLANK = cst.EmptyLine(indent=False)
 _IMPORT_TORCH = m.SimpleStatementLine(
     body=[
         m.Import(
@@ -399,7 +202,7 @@ class VocabParallelTopK(BackportCodemod):
 
     def backport(self, tree: cst.Module) -> cst.Module:
         body = list(tree.body)
-        bindings = module_bindings(tree)
+        bindings = module_bindings(tree.body)
         edits = [
             self._imports(body, bindings),
             self._helpers(body, bindings),
@@ -457,30 +260,23 @@ class VocabParallelTopK(BackportCodemod):
         lines = [IMPORTS[name][1] for name in missing]
 
         def apply(body: Body, before: Inserts, after: Inserts) -> None:
-            anchor = body[torch]
-            blank, rest = leading_blank_lines(anchor.leading_lines)
-            new = self.statements("\n".join(lines) + "\n")
-            new[0] = new[0].with_changes(leading_lines=blank)
+            *new, body[torch] = placed_before(
+                body[torch], self.statements("\n".join(lines) + "\n")
+            )
             before.setdefault(torch, []).extend(new)
-            body[torch] = anchor.with_changes(leading_lines=[_BLANK, *rest])
 
         return apply
 
     def _helpers(self, body: Body, bindings: dict[str, list[str]]) -> Apply | None:
         hunk = "top-k helpers"
         present: dict[str, cst.FunctionDef] = {}
-        for stmt in body:
-            for name, source in HELPERS.items():
-                if m.matches(stmt, _is_function(name)):
-                    if not same_meaning(stmt, source):
-                        self.drift(
-                            hunk,
-                            f"`{name}` as the spec writes it",
-                            f"a different `{name}` ({where_it_differs(stmt, source)}),"
-                            " which the backport will not overwrite",
-                        )
-                        return None
-                    present[name] = stmt
+        for name, source in HELPERS.items():
+            existing = named(body, cst.FunctionDef, name)
+            expected = f"`{name}` as the spec writes it"
+            if self.rejects_other_versions(hunk, existing, source, expected):
+                return None
+            if existing:
+                present[name] = existing[0]
         fi_origins = set(bindings.get("has_flashinfer", []))
         fi_expected = HAS_FLASHINFER.split()[1] + ".has_flashinfer"
         if fi_origins - {fi_expected}:
@@ -534,30 +330,20 @@ class VocabParallelTopK(BackportCodemod):
             source = "\n\n\n".join(
                 code.rstrip("\n") for code in (HAS_FLASHINFER, FLASHINFER_TOPK, TOPK)
             )
-            import_line, *helpers = self.statements(
-                in_file_newlines(source, self.module)
-            )
+            import_line, *helpers = self.statements(source)
             if needs_import:
                 after.setdefault(anchor, []).append(import_line)
             after.setdefault(last_import, []).extend(helpers)
             following = last_import + 1
             if following < len(body):
                 # PEP 8 wants two blank lines after a top-level definition.
-                blank, rest = leading_blank_lines(body[following].leading_lines)
-                if len(blank) < 2:
-                    body[following] = body[following].with_changes(
-                        leading_lines=[_BLANK, _BLANK, *rest]
-                    )
+                body[following] = with_blank_lines(body[following], at_least=2)
 
         return apply
 
     def _method(self, body: Body, bindings: dict[str, list[str]]) -> Apply | None:
         hunk = "get_top_k_tokens"
-        classes = [
-            i
-            for i, stmt in enumerate(body)
-            if m.matches(stmt, m.ClassDef(name=m.Name(CLASS)))
-        ]
+        classes = named(body, cst.ClassDef, CLASS)
         if len(classes) != 1:
             self.drift(
                 hunk,
@@ -565,39 +351,24 @@ class VocabParallelTopK(BackportCodemod):
                 f"{len(classes)} such classes",
             )
             return None
-        (index,) = classes
-        cls = body[index]
-        members = list(cls.body.body) if isinstance(cls.body, cst.IndentedBlock) else []
-        methods = [s for s in members if m.matches(s, _is_function(METHOD))]
-        for method in methods:
-            if not same_meaning(method, GET_TOP_K_TOKENS):
-                self.drift(
-                    hunk,
-                    f"`{CLASS}.{METHOD}` as the spec writes it",
-                    f"a different one ({where_it_differs(method, GET_TOP_K_TOKENS)}),"
-                    " which the backport will not overwrite",
-                )
-                return None
+        (cls,) = classes
+        index = body.index(cls)
+        methods = members_named(cls, cst.FunctionDef, METHOD)
+        expected = f"`{CLASS}.{METHOD}` as the spec writes it"
+        if self.rejects_other_versions(hunk, methods, GET_TOP_K_TOKENS, expected):
+            return None
         if methods:
             self.applied(hunk)
             return _nothing
 
-        anchor = next(
-            (
-                i
-                for i, s in enumerate(members)
-                if m.matches(s, _is_function(METHOD_ANCHOR))
-            ),
-            None,
-        )
+        anchors = members_named(cls, cst.FunctionDef, METHOD_ANCHOR)
         problems = []
-        if anchor is None:
+        if not anchors:
             problems.append(f"no method `{METHOD_ANCHOR}` to put it before")
-        member_names = {s.name.value for s in members if isinstance(s, cst.FunctionDef)}
         problems += [
             f"no method `{name}`, which it calls"
             for name in METHOD_NEEDS_MEMBERS
-            if name not in member_names
+            if not members_named(cls, cst.FunctionDef, name)
         ]
         problems += [
             f"no module-level `{name}`, which it uses"
@@ -617,18 +388,10 @@ class VocabParallelTopK(BackportCodemod):
         self.pending(hunk)
 
         def apply(body: Body, before: Inserts, after: Inserts) -> None:
-            wrapper = self.statement(
-                in_file_newlines("class _:\n" + GET_TOP_K_TOKENS, self.module)
-            )
+            wrapper = self.statement("class _:\n" + GET_TOP_K_TOKENS)
             assert isinstance(wrapper, cst.ClassDef)
             (method,) = wrapper.body.body
-            cls = body[index]
-            members = list(cls.body.body)
-            blank, rest = leading_blank_lines(members[anchor].leading_lines)
-            members[anchor] = members[anchor].with_changes(
-                leading_lines=[_BLANK, *rest]
-            )
-            members.insert(anchor, method.with_changes(leading_lines=blank))
+            members = insert_before(cls.body.body, anchors[0], [method])
             body[index] = cls.with_changes(body=cls.body.with_changes(body=members))
 
         return apply

@@ -1,13 +1,10 @@
 import pytest
-from libcst.codemod import CodemodTest
 
-from dflash2_backport.transforms._base import EditRefused
 from dflash2_backport.transforms.causality import Causality
 
-PENDING = '''
-_SLIDING_ATTENTION = "sliding_attention"
+from ._cases import assert_left_alone, assert_patched, refusal
 
-
+OLD_FUNCTION = '''
 def _dflash_layer_causal(config: Qwen3Config, layer_idx: int) -> bool:
     """``dflash_config.causal`` overrides all layers; else only SWA layers causal."""
     override = (getattr(config, "dflash_config", None) or {}).get("causal")
@@ -15,17 +12,8 @@ def _dflash_layer_causal(config: Qwen3Config, layer_idx: int) -> bool:
         return override
     layer_types = getattr(config, "layer_types", None)
     return bool(layer_types) and layer_types[layer_idx] == _SLIDING_ATTENTION
-
-
-def dflash_has_any_non_causal(config: Qwen3Config) -> bool:
-    return not all(
-        _dflash_layer_causal(config, i) for i in range(config.num_hidden_layers)
-    )
 '''
-APPLIED = '''
-_SLIDING_ATTENTION = "sliding_attention"
-
-
+NEW_FUNCTION = '''
 def _dflash_layer_causal(config: Qwen3Config, layer_idx: int) -> bool:
     """Resolve explicit causality before falling back to legacy layer defaults."""
     is_causal = getattr(config, "is_causal", None)
@@ -36,13 +24,29 @@ def _dflash_layer_causal(config: Qwen3Config, layer_idx: int) -> bool:
         return bool(override)
     layer_types = getattr(config, "layer_types", None)
     return bool(layer_types) and layer_types[layer_idx] == _SLIDING_ATTENTION
+'''
+OLD_DOCSTRING = (
+    '    """``dflash_config.causal`` overrides all layers; '
+    'else only SWA layers causal."""\n'
+)
+BEFORE = """
+_SLIDING_ATTENTION = "sliding_attention"
 
+"""
+AFTER = """
 
 def dflash_has_any_non_causal(config: Qwen3Config) -> bool:
     return not all(
         _dflash_layer_causal(config, i) for i in range(config.num_hidden_layers)
     )
-'''
+"""
+PENDING = BEFORE + OLD_FUNCTION + AFTER
+APPLIED = BEFORE + NEW_FUNCTION + AFTER
+
+
+def two_space(function: str) -> str:
+    return function.replace("    ", "  ")
+
 
 # before -> after; the fallback and comments outside the replaced lines keep
 # their own formatting.
@@ -97,28 +101,7 @@ COSMETIC = {
             return bool(layer_types) and layer_types[layer_idx] == _SLIDING_ATTENTION
         ''',
     ),
-    "no docstring at all": (
-        """
-        def _dflash_layer_causal(config: Qwen3Config, layer_idx: int) -> bool:
-            override = (getattr(config, "dflash_config", None) or {}).get("causal")
-            if override is not None:
-                return override
-            layer_types = getattr(config, "layer_types", None)
-            return bool(layer_types) and layer_types[layer_idx] == _SLIDING_ATTENTION
-        """,
-        '''
-        def _dflash_layer_causal(config: Qwen3Config, layer_idx: int) -> bool:
-            """Resolve explicit causality before falling back to legacy layer defaults."""
-            is_causal = getattr(config, "is_causal", None)
-            if is_causal is not None:
-                return bool(is_causal)
-            override = (getattr(config, "dflash_config", None) or {}).get("causal")
-            if override is not None:
-                return bool(override)
-            layer_types = getattr(config, "layer_types", None)
-            return bool(layer_types) and layer_types[layer_idx] == _SLIDING_ATTENTION
-        ''',
-    ),
+    "no docstring at all": (OLD_FUNCTION.replace(OLD_DOCSTRING, ""), NEW_FUNCTION),
     "extra blank lines, other wrapping, trailing commas, parentheses": (
         '''
         def _dflash_layer_causal(
@@ -162,29 +145,7 @@ COSMETIC = {
             )
         ''',
     ),
-    "two-space indentation is kept": (
-        '''
-        def _dflash_layer_causal(config: Qwen3Config, layer_idx: int) -> bool:
-          """``dflash_config.causal`` overrides all layers; else only SWA layers causal."""
-          override = (getattr(config, "dflash_config", None) or {}).get("causal")
-          if override is not None:
-            return override
-          layer_types = getattr(config, "layer_types", None)
-          return bool(layer_types) and layer_types[layer_idx] == _SLIDING_ATTENTION
-        ''',
-        '''
-        def _dflash_layer_causal(config: Qwen3Config, layer_idx: int) -> bool:
-          """Resolve explicit causality before falling back to legacy layer defaults."""
-          is_causal = getattr(config, "is_causal", None)
-          if is_causal is not None:
-            return bool(is_causal)
-          override = (getattr(config, "dflash_config", None) or {}).get("causal")
-          if override is not None:
-            return bool(override)
-          layer_types = getattr(config, "layer_types", None)
-          return bool(layer_types) and layer_types[layer_idx] == _SLIDING_ATTENTION
-        ''',
-    ),
+    "two-space indentation is kept": (two_space(OLD_FUNCTION), two_space(NEW_FUNCTION)),
     "a method of the same name elsewhere is not the target": (
         "class Other:\n"
         "    def _dflash_layer_causal(self):\n"
@@ -248,43 +209,28 @@ def _dflash_layer_causal(config: Qwen3Config, layer_idx: int) -> bool:
 }
 
 
-class TestCausality(CodemodTest):
-    TRANSFORM = Causality
-
-    def test_pending_function_reads_is_causal_first(self) -> None:
-        self.assertCodemod(PENDING, APPLIED)
-
-    def test_applied_function_is_left_alone(self) -> None:
-        self.assertCodemod(APPLIED, APPLIED)
+PATCHED = {"0.27.1's function reads is_causal first": (PENDING, APPLIED), **COSMETIC}
+LEFT_ALONE = {"the edited function": APPLIED, **APPLIED_VARIANTS}
 
 
-@pytest.mark.parametrize("before,after", COSMETIC.values(), ids=COSMETIC.keys())
-def test_cosmetic_variants_are_patched(before: str, after: str) -> None:
-    case = TestCausality()
-    case.assertCodemod(before, after)
-    case.assertCodemod(after, after)
+@pytest.mark.parametrize("before,after", PATCHED.values(), ids=PATCHED.keys())
+def test_pending_function_is_patched_then_left_alone(before: str, after: str) -> None:
+    assert_patched(Causality, before, after)
 
 
-@pytest.mark.parametrize(
-    "source", APPLIED_VARIANTS.values(), ids=APPLIED_VARIANTS.keys()
-)
-def test_applied_variants_are_left_alone(source: str) -> None:
-    TestCausality().assertCodemod(source, source)
+@pytest.mark.parametrize("source", LEFT_ALONE.values(), ids=LEFT_ALONE.keys())
+def test_applied_function_is_left_alone(source: str) -> None:
+    assert_left_alone(Causality, source)
 
 
 @pytest.mark.parametrize("source", DRIFT.values(), ids=DRIFT.keys())
-def test_semantic_variants_are_refused(source: str) -> None:
-    with pytest.raises(EditRefused) as refused:
-        TestCausality().assertCodemod(source, source)
-    assert refused.value.edit == "causality"
-    assert [v.hunk for v in refused.value.drifted] == ["is_causal first"]
+def test_any_other_function_is_refused(source: str) -> None:
+    refused = refusal(Causality, source)
+    assert refused.edit == "causality"
+    assert [v.hunk for v in refused.drifted] == ["is_causal first"]
 
 
 def test_refusal_names_the_statement_that_differs() -> None:
-    with pytest.raises(EditRefused) as refused:
-        TestCausality().assertCodemod(
-            DRIFT["a changed fallback below the anchor"], PENDING
-        )
-    message = str(refused.value)
+    message = str(refusal(Causality, DRIFT["a changed fallback below the anchor"]))
     assert "'full_attention'" in message
     assert "0.27.1's" in message

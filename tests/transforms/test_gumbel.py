@@ -1,15 +1,17 @@
-import libcst as cst
 import pytest
 from libcst.codemod import CodemodTest
 
-from dflash2_backport.transforms._base import EditRefused, State
+from dflash2_backport.transforms._base import State
 from dflash2_backport.transforms.gumbel import GumbelNoisedArgmax
 
-
-def swap(text: str, old: str, new: str) -> str:
-    """`text` with `old` replaced once; fails loudly if `old` is not there."""
-    assert text.count(old) == 1, old
-    return text.replace(old, new)
+from ._cases import (
+    assert_left_alone,
+    assert_patched,
+    output,
+    refusal,
+    swap,
+    verdicts,
+)
 
 
 HEADER = """
@@ -236,51 +238,32 @@ DRIFT = {
 }
 
 
-class TestGumbelNoisedArgmax(CodemodTest):
-    TRANSFORM = GumbelNoisedArgmax
-
-    def test_pending_function_is_inserted_before_gumbel_block_argmax(self) -> None:
-        self.assertCodemod(PENDING, APPLIED)
-
-    def test_applied_function_is_left_alone(self) -> None:
-        self.assertCodemod(APPLIED, APPLIED)
+PATCHED = {"inserted before gumbel_block_argmax": (PENDING, APPLIED), **COSMETIC}
+HUNK = "gumbel_noised_argmax"
 
 
-def verdicts(source: str) -> list[State]:
-    codemod = GumbelNoisedArgmax()
-    codemod.transform_module(cst.parse_module(CodemodTest.make_fixture_data(source)))
-    assert [v.hunk for v in codemod.verdicts] == ["gumbel_noised_argmax"]
-    return [v.state for v in codemod.verdicts]
+@pytest.mark.parametrize("before,after", PATCHED.values(), ids=PATCHED.keys())
+def test_pending_file_is_patched_then_left_alone(before: str, after: str) -> None:
+    assert_patched(GumbelNoisedArgmax, before, after)
+    assert verdicts(GumbelNoisedArgmax, before) == {HUNK: State.PENDING}
+    assert verdicts(GumbelNoisedArgmax, after) == {HUNK: State.APPLIED}
 
 
-def test_the_hunk_is_pending_then_applied() -> None:
-    assert verdicts(PENDING) == [State.PENDING]
-    assert verdicts(APPLIED) == [State.APPLIED]
+@pytest.mark.parametrize(
+    "source", [APPLIED, *ALREADY_APPLIED.values()], ids=["as written", *ALREADY_APPLIED]
+)
+def test_the_function_written_any_way_counts_as_applied(source: str) -> None:
+    assert_left_alone(GumbelNoisedArgmax, source)
+    assert verdicts(GumbelNoisedArgmax, source) == {HUNK: State.APPLIED}
 
 
 def test_gumbel_block_argmax_is_not_rewritten() -> None:
-    out = GumbelNoisedArgmax().transform_module(cst.parse_module(PENDING)).code
-    assert BLOCK_ARGMAX in out
-
-
-@pytest.mark.parametrize("before,after", COSMETIC.values(), ids=COSMETIC.keys())
-def test_cosmetic_variants_are_patched(before: str, after: str) -> None:
-    case = TestGumbelNoisedArgmax()
-    case.assertCodemod(before, after)
-    case.assertCodemod(after, after)
-
-
-@pytest.mark.parametrize("source", ALREADY_APPLIED.values(), ids=ALREADY_APPLIED.keys())
-def test_cosmetic_variants_of_the_result_count_as_applied(source: str) -> None:
-    TestGumbelNoisedArgmax().assertCodemod(source, source)
-    assert verdicts(source) == [State.APPLIED]
+    assert BLOCK_ARGMAX in output(GumbelNoisedArgmax, PENDING)
 
 
 @pytest.mark.parametrize("source", DRIFT.values(), ids=DRIFT.keys())
 def test_semantic_variants_are_refused(source: str) -> None:
-    with pytest.raises(EditRefused) as refused:
-        TestGumbelNoisedArgmax().assertCodemod(source, source)
-    assert refused.value.edit == "gumbel"
+    assert refusal(GumbelNoisedArgmax, source).edit == "gumbel"
 
 
 def test_a_missing_name_and_a_missing_anchor_are_both_named() -> None:
@@ -289,14 +272,12 @@ def test_a_missing_name_and_a_missing_anchor_are_both_named() -> None:
         "from vllm.triton_utils import HAS_TRITON, tl, tldevice, triton",
         "from vllm.triton_utils import HAS_TRITON, tl, triton",
     )
-    with pytest.raises(EditRefused) as refused:
-        TestGumbelNoisedArgmax().assertCodemod(source, source)
-    (drifted,) = refused.value.drifted
+    (drifted,) = refusal(GumbelNoisedArgmax, source).drifted
     assert "gumbel_block_argmax" in drifted.reason
     assert "`tldevice`" in drifted.reason
 
 
 def test_a_crlf_file_stays_crlf_inside_the_inserted_docstring() -> None:
     crlf = CodemodTest.make_fixture_data(PENDING).replace("\n", "\r\n")
-    out = GumbelNoisedArgmax().transform_module(cst.parse_module(crlf)).code
-    assert out == CodemodTest.make_fixture_data(APPLIED).replace("\n", "\r\n")
+    expected = CodemodTest.make_fixture_data(APPLIED).replace("\n", "\r\n")
+    assert output(GumbelNoisedArgmax, crlf) == expected

@@ -1,8 +1,8 @@
 import pytest
-from libcst.codemod import CodemodTest
 
-from dflash2_backport.transforms._base import EditRefused
 from dflash2_backport.transforms.registry import RegistryEntry
+
+from ._cases import assert_patched, refusal
 
 PENDING = """
 _SPECULATIVE_DECODING_MODELS = {
@@ -99,25 +99,14 @@ DRIFT = {
 }
 
 
-class TestRegistryEntry(CodemodTest):
-    TRANSFORM = RegistryEntry
-
-    def test_pending_entry_is_inserted_after_the_dflash1_entry(self) -> None:
-        self.assertCodemod(PENDING, APPLIED)
-
-    def test_applied_entry_is_left_alone(self) -> None:
-        self.assertCodemod(APPLIED, APPLIED)
+PATCHED = {"inserted after the DFlash1 entry": (PENDING, APPLIED), **COSMETIC}
 
 
-@pytest.mark.parametrize("before,after", COSMETIC.values(), ids=COSMETIC.keys())
-def test_cosmetic_variants_are_patched(before: str, after: str) -> None:
-    case = TestRegistryEntry()
-    case.assertCodemod(before, after)
-    case.assertCodemod(after, after)
+@pytest.mark.parametrize("before,after", PATCHED.values(), ids=PATCHED.keys())
+def test_pending_table_is_patched_then_left_alone(before: str, after: str) -> None:
+    assert_patched(RegistryEntry, before, after)
 
 
 @pytest.mark.parametrize("source", DRIFT.values(), ids=DRIFT.keys())
 def test_semantic_variants_are_refused(source: str) -> None:
-    with pytest.raises(EditRefused) as refused:
-        TestRegistryEntry().assertCodemod(source, source)
-    assert refused.value.edit == "registry"
+    assert refusal(RegistryEntry, source).edit == "registry"

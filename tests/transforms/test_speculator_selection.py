@@ -1,9 +1,23 @@
-import libcst as cst
+import textwrap
+
 import pytest
 from libcst.codemod import CodemodTest
 
-from dflash2_backport.transforms._base import EditRefused, State
-from dflash2_backport.transforms.speculator_selection import SpeculatorSelection, V2RunnerForcing
+from dflash2_backport.transforms._base import State
+from dflash2_backport.transforms.speculator_selection import (
+    SpeculatorSelection,
+    V2RunnerForcing,
+)
+
+from ._cases import (
+    assert_left_alone,
+    assert_patched,
+    output,
+    refusal,
+    swap,
+    swapped,
+    verdicts,
+)
 
 # -- init_speculator ------------------------------------------------------
 
@@ -147,117 +161,64 @@ SELECTION_COSMETIC = {
     ),
 }
 
+# Pieces of the variants below, at their depth in init_speculator.
+SELECTOR = """
+def init_speculator(vllm_config, device):
+    speculative_config = vllm_config.speculative_config
+"""
+DFLASH_TEST = '    if speculative_config.method == "dflash":\n'
+DFLASH1_BODY = """\
+        from vllm.v1.worker.gpu.spec_decode.dflash.speculator import DFlashSpeculator
+        return DFlashSpeculator(vllm_config, device)
+"""
+DFLASH1_ARM = DFLASH_TEST + DFLASH1_BODY
+DFLASH2_TEST = (
+    '"DFlash2DraftModel" in speculative_config.draft_model_config.architectures'
+)
+DFLASH2_SELECTION = f"""\
+        if {DFLASH2_TEST}:
+            from vllm.v1.worker.gpu.spec_decode.dflash2.speculator import (
+                DFlash2Speculator,
+            )
+
+            return DFlash2Speculator(vllm_config, device)
+"""
+
 SELECTION_DRIFT = {
     "no dflash arm": """
         def init_speculator(vllm_config, device):
             if vllm_config.speculative_config.method == "mtp":
                 return MTPSpeculator(vllm_config, device)
         """,
-    "dflash arm renamed": """
-        def init_speculator(vllm_config, device):
-            speculative_config = vllm_config.speculative_config
-            if speculative_config.method == "dflash1":
-                from vllm.v1.worker.gpu.spec_decode.dflash.speculator import DFlashSpeculator
-                return DFlashSpeculator(vllm_config, device)
-        """,
-    "dflash arm builds another speculator": """
-        def init_speculator(vllm_config, device):
-            speculative_config = vllm_config.speculative_config
-            if speculative_config.method == "dflash":
-                from my_fork.dflash import DFlashSpeculator
-                return DFlashSpeculator(vllm_config, device)
-        """,
-    "dflash arm passes other arguments": """
-        def init_speculator(vllm_config, device):
-            speculative_config = vllm_config.speculative_config
-            if speculative_config.method == "dflash":
-                from vllm.v1.worker.gpu.spec_decode.dflash.speculator import DFlashSpeculator
-                return DFlashSpeculator(vllm_config, device, req_states)
-        """,
-    "dflash arm already splits on architecture another way": """
-        def init_speculator(vllm_config, device):
-            speculative_config = vllm_config.speculative_config
-            if speculative_config.method == "dflash":
-                architectures = speculative_config.draft_model_config.architectures
-                if {"DFlash2DraftModel", "DFlash2BeamDraftModel"}.intersection(architectures):
-                    from vllm.v1.worker.gpu.spec_decode.dflash2.speculator import (
-                        DFlash2Speculator,
-                    )
-
-                    return DFlash2Speculator(vllm_config, device)
-                from vllm.v1.worker.gpu.spec_decode.dflash.speculator import DFlashSpeculator
-                return DFlashSpeculator(vllm_config, device)
-        """,
-    "DFlash2 selection constructed differently": """
-        def init_speculator(vllm_config, device):
-            speculative_config = vllm_config.speculative_config
-            if speculative_config.method == "dflash":
-                if "DFlash2DraftModel" in speculative_config.draft_model_config.architectures:
-                    from vllm.v1.worker.gpu.spec_decode.dflash2.speculator import (
-                        DFlash2Speculator,
-                    )
-
-                    return DFlash2Speculator(vllm_config)
-                from vllm.v1.worker.gpu.spec_decode.dflash.speculator import DFlashSpeculator
-                return DFlashSpeculator(vllm_config, device)
-        """,
-    "DFlash2 selection outside the dflash arm": """
-        def init_speculator(vllm_config, device):
-            speculative_config = vllm_config.speculative_config
-            if "DFlash2DraftModel" in speculative_config.draft_model_config.architectures:
-                from vllm.v1.worker.gpu.spec_decode.dflash2.speculator import (
-                    DFlash2Speculator,
-                )
-
-                return DFlash2Speculator(vllm_config, device)
-            if speculative_config.method == "dflash":
-                from vllm.v1.worker.gpu.spec_decode.dflash.speculator import DFlashSpeculator
-                return DFlashSpeculator(vllm_config, device)
-        """,
-    "two dflash arms": """
-        def init_speculator(vllm_config, device):
-            speculative_config = vllm_config.speculative_config
-            if speculative_config.method == "dflash":
-                from vllm.v1.worker.gpu.spec_decode.dflash.speculator import DFlashSpeculator
-                return DFlashSpeculator(vllm_config, device)
-            elif speculative_config.method == "dflash":
-                from vllm.v1.worker.gpu.spec_decode.dflash.speculator import DFlashSpeculator
-                return DFlashSpeculator(vllm_config, device)
-        """,
-    "no init_speculator": """
-        def build_speculator(vllm_config, device):
-            speculative_config = vllm_config.speculative_config
-            if speculative_config.method == "dflash":
-                from vllm.v1.worker.gpu.spec_decode.dflash.speculator import DFlashSpeculator
-                return DFlashSpeculator(vllm_config, device)
-        """,
+    "dflash arm renamed": SELECTOR + swap(DFLASH1_ARM, '"dflash"', '"dflash1"'),
+    "dflash arm builds another speculator": SELECTOR
+    + swap(
+        DFLASH1_ARM,
+        "from vllm.v1.worker.gpu.spec_decode.dflash.speculator import",
+        "from my_fork.dflash import",
+    ),
+    "dflash arm passes other arguments": SELECTOR
+    + swap(DFLASH1_ARM, "(vllm_config, device)", "(vllm_config, device, req_states)"),
+    "dflash arm already splits on architecture another way": SELECTOR
+    + DFLASH_TEST
+    + "        architectures = speculative_config.draft_model_config.architectures\n"
+    + swap(
+        DFLASH2_SELECTION,
+        DFLASH2_TEST,
+        '{"DFlash2DraftModel", "DFlash2BeamDraftModel"}.intersection(architectures)',
+    )
+    + DFLASH1_BODY,
+    "DFlash2 selection constructed differently": SELECTOR
+    + DFLASH_TEST
+    + swap(DFLASH2_SELECTION, "(vllm_config, device)", "(vllm_config)")
+    + DFLASH1_BODY,
+    "DFlash2 selection outside the dflash arm": SELECTOR
+    + textwrap.indent(textwrap.dedent(DFLASH2_SELECTION), "    ")
+    + DFLASH1_ARM,
+    "two dflash arms": SELECTOR + DFLASH1_ARM + swap(DFLASH1_ARM, "if ", "elif "),
+    "no init_speculator": swap(SELECTOR, "init_speculator", "build_speculator")
+    + DFLASH1_ARM,
 }
-
-
-class TestSpeculatorSelection(CodemodTest):
-    TRANSFORM = SpeculatorSelection
-
-    def test_pending_arm_selects_dflash2_first(self) -> None:
-        self.assertCodemod(SELECTION_PENDING, SELECTION_APPLIED)
-
-    def test_applied_arm_is_left_alone(self) -> None:
-        self.assertCodemod(SELECTION_APPLIED, SELECTION_APPLIED)
-
-
-@pytest.mark.parametrize(
-    "before,after", SELECTION_COSMETIC.values(), ids=SELECTION_COSMETIC.keys()
-)
-def test_selection_cosmetic_variants_are_patched(before: str, after: str) -> None:
-    case = TestSpeculatorSelection()
-    case.assertCodemod(before, after)
-    case.assertCodemod(after, after)
-
-
-@pytest.mark.parametrize("source", SELECTION_DRIFT.values(), ids=SELECTION_DRIFT.keys())
-def test_selection_semantic_variants_are_refused(source: str) -> None:
-    with pytest.raises(EditRefused) as refused:
-        TestSpeculatorSelection().assertCodemod(source, source)
-    assert refused.value.edit == "speculator-selection"
 
 
 # -- VllmConfig -----------------------------------------------------------
@@ -287,49 +248,14 @@ class VllmConfig:
     def _is_default_v2_model_runner_model(self) -> bool:
         return False
 '''
-CONFIG_APPLIED = '''
-class VllmConfig:
-    @property
-    def use_v2_model_runner(self) -> bool:
-        use_v2_model_runner = envs.VLLM_USE_V2_MODEL_RUNNER
-        if use_v2_model_runner is not None:
-            return use_v2_model_runner
-
-        # Mixed sliding/full DFlash drafts need multiple KV groups (V2 only).
-        if self._dflash_needs_multi_kv_group():
-            return True
-
+# What the edit adds, at its depth in VllmConfig.
+BRANCH = """
         # The DFlash2 candidate selector exists only in the V2 speculator. On V1
         # the same checkpoint drafts through DFlashProposer, which never calls
         # it, so the draft degrades to DFlash1 silently. Force V2 as for dspark.
         if self._is_dflash2_draft():
             return True
-
-        if not self._is_default_v2_model_runner_model():
-            return False
-
-        return True
-
-    def _is_dflash2_draft(self) -> bool:
-        """Whether the DFlash draft is a DFlash2 one, by the architecture the
-        speculator selects on (v1/worker/gpu/spec_decode/__init__.py)."""
-        spec = self.speculative_config
-        if spec is None or spec.method != "dflash":
-            return False
-        draft_config = getattr(spec, "draft_model_config", None)
-        if draft_config is None:
-            return False
-        return "DFlash2DraftModel" in (draft_config.architectures or [])
-
-    def _dflash_needs_multi_kv_group(self) -> bool:
-        """Whether a DFlash draft mixes sliding-window and full attention."""
-        spec = self.speculative_config
-        return spec is not None and spec.method == "dflash"
-
-    def _is_default_v2_model_runner_model(self) -> bool:
-        return False
-'''
-
+"""
 HELPER = '''
     def _is_dflash2_draft(self) -> bool:
         """Whether the DFlash draft is a DFlash2 one, by the architecture the
@@ -342,103 +268,61 @@ HELPER = '''
             return False
         return "DFlash2DraftModel" in (draft_config.architectures or [])
 '''
+ANCHOR = "\n    def _dflash_needs_multi_kv_group"
+CONFIG_APPLIED = swapped(
+    CONFIG_PENDING,
+    ("            return True\n\n", "            return True\n" + BRANCH + "\n"),
+    (ANCHOR, HELPER + ANCHOR),
+)
+
+REORDERED = """
+class VllmConfig:
+    # Multi-KV-group detection.
+    def _dflash_needs_multi_kv_group(self) -> bool:
+        return False
+
+    @property
+    def use_v2_model_runner(self) -> bool:
+        if self._dflash_needs_multi_kv_group():  # V2 only
+            return True
+        return False
+"""
+SPREAD_OUT = """
+class VllmConfig:
+    @property
+    def use_v2_model_runner(self) -> bool:
+        if (
+            self._dflash_needs_multi_kv_group()
+        ):
+
+            return (True)
+
+
+        return False
+
+
+    def _dflash_needs_multi_kv_group(self) -> bool:
+        return False
+"""
 CONFIG_COSMETIC = {
     "members reordered, anchor first, comment above it": (
-        """
-        class VllmConfig:
-            # Multi-KV-group detection.
-            def _dflash_needs_multi_kv_group(self) -> bool:
-                return False
-
-            @property
-            def use_v2_model_runner(self) -> bool:
-                if self._dflash_needs_multi_kv_group():  # V2 only
-                    return True
-                return False
-        """,
-        '''
-        class VllmConfig:
-            def _is_dflash2_draft(self) -> bool:
-                """Whether the DFlash draft is a DFlash2 one, by the architecture the
-                speculator selects on (v1/worker/gpu/spec_decode/__init__.py)."""
-                spec = self.speculative_config
-                if spec is None or spec.method != "dflash":
-                    return False
-                draft_config = getattr(spec, "draft_model_config", None)
-                if draft_config is None:
-                    return False
-                return "DFlash2DraftModel" in (draft_config.architectures or [])
-
-            # Multi-KV-group detection.
-            def _dflash_needs_multi_kv_group(self) -> bool:
-                return False
-
-            @property
-            def use_v2_model_runner(self) -> bool:
-                if self._dflash_needs_multi_kv_group():  # V2 only
-                    return True
-
-                # The DFlash2 candidate selector exists only in the V2 speculator. On V1
-                # the same checkpoint drafts through DFlashProposer, which never calls
-                # it, so the draft degrades to DFlash1 silently. Force V2 as for dspark.
-                if self._is_dflash2_draft():
-                    return True
-                return False
-        ''',
+        REORDERED,
+        swapped(
+            REORDERED,
+            ("\n    # Multi-KV", HELPER + "\n    # Multi-KV"),
+            (
+                "# V2 only\n            return True\n",
+                "# V2 only\n            return True\n" + BRANCH,
+            ),
+        ),
     ),
     "parenthesized anchor branch, extra blank lines": (
-        """
-        class VllmConfig:
-            @property
-            def use_v2_model_runner(self) -> bool:
-                if (
-                    self._dflash_needs_multi_kv_group()
-                ):
-
-                    return (True)
-
-
-                return False
-
-
-            def _dflash_needs_multi_kv_group(self) -> bool:
-                return False
-        """,
-        '''
-        class VllmConfig:
-            @property
-            def use_v2_model_runner(self) -> bool:
-                if (
-                    self._dflash_needs_multi_kv_group()
-                ):
-
-                    return (True)
-
-                # The DFlash2 candidate selector exists only in the V2 speculator. On V1
-                # the same checkpoint drafts through DFlashProposer, which never calls
-                # it, so the draft degrades to DFlash1 silently. Force V2 as for dspark.
-                if self._is_dflash2_draft():
-                    return True
-
-
-                return False
-
-
-            def _is_dflash2_draft(self) -> bool:
-                """Whether the DFlash draft is a DFlash2 one, by the architecture the
-                speculator selects on (v1/worker/gpu/spec_decode/__init__.py)."""
-                spec = self.speculative_config
-                if spec is None or spec.method != "dflash":
-                    return False
-                draft_config = getattr(spec, "draft_model_config", None)
-                if draft_config is None:
-                    return False
-                return "DFlash2DraftModel" in (draft_config.architectures or [])
-
-
-            def _dflash_needs_multi_kv_group(self) -> bool:
-                return False
-        ''',
+        SPREAD_OUT,
+        swapped(
+            SPREAD_OUT,
+            ("return (True)\n", "return (True)\n" + BRANCH),
+            ("\n\n" + ANCHOR, "\n\n\n" + HELPER.lstrip("\n") + "\n" + ANCHOR),
+        ),
     ),
 }
 
@@ -557,69 +441,69 @@ class VllmConfig:
 }
 
 
-class TestV2RunnerForcing(CodemodTest):
-    TRANSFORM = V2RunnerForcing
-
-    def test_pending_config_gains_branch_and_helper(self) -> None:
-        self.assertCodemod(CONFIG_PENDING, CONFIG_APPLIED)
-
-    def test_applied_config_is_left_alone(self) -> None:
-        self.assertCodemod(CONFIG_APPLIED, CONFIG_APPLIED)
+# -- both files ------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "before,after", CONFIG_COSMETIC.values(), ids=CONFIG_COSMETIC.keys()
+def both(selection: dict, config: dict) -> dict[str, tuple]:
+    """One table of (codemod, *texts) cases from the two files' tables."""
+    table: dict[str, tuple] = {}
+    for where, transform, cases in (
+        ("init_speculator", SpeculatorSelection, selection),
+        ("VllmConfig", V2RunnerForcing, config),
+    ):
+        for name, texts in cases.items():
+            texts = texts if isinstance(texts, tuple) else (texts,)
+            table[f"{where}: {name}"] = (transform, *texts)
+    return table
+
+
+PATCHED = both(
+    {"the dflash arm selects DFlash2 first": (SELECTION_PENDING, SELECTION_APPLIED)}
+    | SELECTION_COSMETIC,
+    {"the branch and the helper are added": (CONFIG_PENDING, CONFIG_APPLIED)}
+    | CONFIG_COSMETIC,
 )
-def test_config_cosmetic_variants_are_patched(before: str, after: str) -> None:
-    case = TestV2RunnerForcing()
-    case.assertCodemod(before, after)
-    case.assertCodemod(after, after)
-
-
-@pytest.mark.parametrize(
-    "source", CONFIG_APPLIED_VARIANTS.values(), ids=CONFIG_APPLIED_VARIANTS.keys()
+LEFT_ALONE = both(
+    {"the edited arm": SELECTION_APPLIED},
+    {"the edited config": CONFIG_APPLIED} | CONFIG_APPLIED_VARIANTS,
 )
-def test_config_applied_variants_are_left_alone(source: str) -> None:
-    TestV2RunnerForcing().assertCodemod(source, source)
+DRIFT = both(SELECTION_DRIFT, CONFIG_DRIFT)
 
 
-@pytest.mark.parametrize("source", CONFIG_DRIFT.values(), ids=CONFIG_DRIFT.keys())
-def test_config_semantic_variants_are_refused(source: str) -> None:
-    with pytest.raises(EditRefused) as refused:
-        TestV2RunnerForcing().assertCodemod(source, source)
-    assert refused.value.edit == "speculator-selection"
+@pytest.mark.parametrize("transform,before,after", PATCHED.values(), ids=PATCHED.keys())
+def test_pending_code_is_patched_then_left_alone(transform, before, after) -> None:
+    assert_patched(transform, before, after)
+
+
+@pytest.mark.parametrize("transform,source", LEFT_ALONE.values(), ids=LEFT_ALONE.keys())
+def test_applied_code_is_left_alone(transform, source: str) -> None:
+    assert_left_alone(transform, source)
+
+
+@pytest.mark.parametrize("transform,source", DRIFT.values(), ids=DRIFT.keys())
+def test_semantic_variants_are_refused(transform, source: str) -> None:
+    assert refusal(transform, source).edit == "speculator-selection"
 
 
 def test_moved_v2_forcing_names_where_it_went() -> None:
-    source = CodemodTest.make_fixture_data(
-        CONFIG_DRIFT["V2 forcing moved out of use_v2_model_runner"]
-    )
-    with pytest.raises(EditRefused) as refused:
-        V2RunnerForcing().transform_module(cst.parse_module(source))
-    (drifted,) = refused.value.drifted
+    source = CONFIG_DRIFT["V2 forcing moved out of use_v2_model_runner"]
+    (drifted,) = refusal(V2RunnerForcing, source).drifted
     assert drifted.hunk == V2RunnerForcing.BRANCH_HUNK
     assert "_get_v1_model_runner_unsupported_features" in drifted.reason
 
 
 def test_every_drifted_hunk_is_reported() -> None:
-    source = CodemodTest.make_fixture_data(CONFIG_DRIFT["no VllmConfig"])
-    with pytest.raises(EditRefused) as refused:
-        V2RunnerForcing().transform_module(cst.parse_module(source))
-    assert [v.hunk for v in refused.value.drifted] == [
+    drifted = refusal(V2RunnerForcing, CONFIG_DRIFT["no VllmConfig"]).drifted
+    assert [v.hunk for v in drifted] == [
         V2RunnerForcing.BRANCH_HUNK,
         V2RunnerForcing.HELPER_HUNK,
     ]
 
 
 def test_one_drifted_hunk_leaves_the_other_unwritten() -> None:
-    source = CodemodTest.make_fixture_data(
-        CONFIG_DRIFT["anchor branch does something else"]
-    )
-    codemod = V2RunnerForcing()
-    with pytest.raises(EditRefused):
-        codemod.transform_module(cst.parse_module(source))
-    states = {v.hunk: v.state for v in codemod.verdicts}
-    assert states == {
+    source = CONFIG_DRIFT["anchor branch does something else"]
+    refusal(V2RunnerForcing, source)
+    assert verdicts(V2RunnerForcing, source) == {
         V2RunnerForcing.BRANCH_HUNK: State.DRIFT,
         V2RunnerForcing.HELPER_HUNK: State.PENDING,
     }
@@ -629,5 +513,5 @@ def test_inserted_blank_lines_carry_no_indentation() -> None:
     # CodemodTest blanks whitespace-only lines before comparing, so look at
     # the bytes.
     source = CodemodTest.make_fixture_data(CONFIG_PENDING)
-    output = V2RunnerForcing().transform_module(cst.parse_module(source)).code
-    assert output == CodemodTest.make_fixture_data(CONFIG_APPLIED)
+    expected = CodemodTest.make_fixture_data(CONFIG_APPLIED)
+    assert output(V2RunnerForcing, source) == expected

@@ -1,8 +1,8 @@
 import pytest
-from libcst.codemod import CodemodTest
 
-from dflash2_backport.transforms._base import EditRefused
 from dflash2_backport.transforms.subclass_seams import SubclassSeams
+
+from ._cases import assert_left_alone, assert_patched, refusal
 
 LAYER = """
 class DFlashQwen3DecoderLayer(nn.Module):
@@ -245,6 +245,10 @@ class DFlashQwen3ForCausalLM(Qwen3ForCausalLM):
         ).replace("= DFlashQwen3Model(", "= self.model_cls("),
         APPLIED,
     ),
+    "the layer class may come from a star import": (
+        "from .qwen3_dflash_layers import *\n" + PENDING.replace(LAYER, ""),
+        "from .qwen3_dflash_layers import *\n" + APPLIED.replace(LAYER, ""),
+    ),
     "the layer class is imported rather than defined": (
         "from .qwen3_dflash_layers import DFlashQwen3DecoderLayer\n"
         + PENDING.replace(LAYER, ""),
@@ -341,6 +345,11 @@ DRIFT = {
         PENDING.replace(LAYER, "") + LAYER,
         ["decoder_layer_cls attribute"],
     ),
+    "layer class imported only for type checkers (absent at run time)": (
+        "if TYPE_CHECKING:\n    from .qwen3_dflash_layers import DFlashQwen3DecoderLayer\n"
+        + PENDING.replace(LAYER, ""),
+        ["decoder_layer_cls attribute"],
+    ),
     "every drift is reported, not only the first": (
         PENDING.replace("DFlashQwen3DecoderLayer(\n", "MyDecoderLayer(\n").replace(
             "= DFlashQwen3Model(", "= MyModel("
@@ -350,40 +359,30 @@ DRIFT = {
 }
 
 
-class TestSubclassSeams(CodemodTest):
-    TRANSFORM = SubclassSeams
-
-    def test_pending_classes_gain_both_seams(self) -> None:
-        self.assertCodemod(PENDING, APPLIED)
-
-    def test_applied_seams_are_left_alone(self) -> None:
-        self.assertCodemod(APPLIED, APPLIED)
+PATCHED = {"both classes gain both seams": (PENDING, APPLIED), **COSMETIC}
+LEFT_ALONE = {"the edited classes": APPLIED, **APPLIED_VARIANTS}
 
 
-@pytest.mark.parametrize("before,after", COSMETIC.values(), ids=COSMETIC.keys())
-def test_cosmetic_variants_are_patched(before: str, after: str) -> None:
-    case = TestSubclassSeams()
-    case.assertCodemod(before, after)
-    case.assertCodemod(after, after)
+@pytest.mark.parametrize("before,after", PATCHED.values(), ids=PATCHED.keys())
+def test_pending_classes_are_patched_then_left_alone(before: str, after: str) -> None:
+    assert_patched(SubclassSeams, before, after)
 
 
-@pytest.mark.parametrize(
-    "source", APPLIED_VARIANTS.values(), ids=APPLIED_VARIANTS.keys()
-)
-def test_applied_variants_are_left_alone(source: str) -> None:
-    TestSubclassSeams().assertCodemod(source, source)
+@pytest.mark.parametrize("source", LEFT_ALONE.values(), ids=LEFT_ALONE.keys())
+def test_applied_seams_are_left_alone(source: str) -> None:
+    assert_left_alone(SubclassSeams, source)
 
 
 @pytest.mark.parametrize("source,hunks", DRIFT.values(), ids=DRIFT.keys())
-def test_semantic_variants_are_refused(source: str, hunks: list[str]) -> None:
-    with pytest.raises(EditRefused) as refused:
-        TestSubclassSeams().assertCodemod(source, source)
-    assert refused.value.edit == "subclass-seams"
-    assert [v.hunk for v in refused.value.drifted] == hunks
+def test_semantic_variants_are_refused_naming_the_drifted_hunks(
+    source: str, hunks: list[str]
+) -> None:
+    refused = refusal(SubclassSeams, source)
+    assert refused.edit == "subclass-seams"
+    assert [v.hunk for v in refused.drifted] == hunks
 
 
 def test_refusal_names_the_argument_that_differs() -> None:
     source, _ = DRIFT["model built with other arguments"]
-    with pytest.raises(EditRefused) as refused:
-        TestSubclassSeams().assertCodemod(source, source)
-    assert "start_layer_id='0' instead of 'target_layer_num'" in str(refused.value)
+    message = str(refusal(SubclassSeams, source))
+    assert "start_layer_id='0' instead of 'target_layer_num'" in message

@@ -1,15 +1,18 @@
 import pytest
-import libcst as cst
 from libcst.codemod import CodemodTest
 
-from dflash2_backport.transforms._base import EditRefused, State
+from dflash2_backport.transforms._base import State
 from dflash2_backport.transforms.vocab_parallel_topk import VocabParallelTopK
 
-
-def swap(text: str, old: str, new: str) -> str:
-    """`text` with `old` replaced once; fails loudly if `old` is not there."""
-    assert text.count(old) == 1, old
-    return text.replace(old, new)
+from ._cases import (
+    assert_left_alone,
+    assert_patched,
+    output,
+    refusal,
+    swap,
+    swapped,
+    verdicts,
+)
 
 
 HEADER = '''
@@ -132,64 +135,44 @@ APPLIED = swap(
 ) + swap(CLASS, EXTRA_REPR, METHOD + EXTRA_REPR)
 
 
-def pending_and_applied(old: str, new: str) -> tuple[str, str]:
-    """The same change made to the pending file and to the expected result."""
-    return swap(PENDING, old, new), swap(APPLIED, old, new)
+def pending_and_applied(*changes: tuple[str, str]) -> tuple[str, str]:
+    """The same changes made to the pending file and to the expected result."""
+    return swapped(PENDING, *changes), swapped(APPLIED, *changes)
+
+
+APPLY_HEAD = (
+    "\n    def _apply_head(self, lm_head, hidden_states, embedding_bias):\n"
+    "        return lm_head.quant_method.apply(lm_head, hidden_states, "
+    "bias=embedding_bias)\n"
+)
 
 
 COSMETIC = {
     "comment above extra_repr stays with it": pending_and_applied(
-        "\n    def extra_repr(self)",
-        "\n    # Shown by print(model).\n    def extra_repr(self)",
-    ),
-    "extra_repr before _apply_head, single quotes in it": (
-        swap(
-            swap(
-                PENDING,
-                'f"vocab_size={self.vocab_size}"',
-                "f'vocab_size={self.vocab_size}'",
-            ),
-            "\n    def _apply_head(self, lm_head, hidden_states, embedding_bias):\n"
-            "        return lm_head.quant_method.apply(lm_head, hidden_states, "
-            "bias=embedding_bias)\n",
-            "",
+        (
+            "\n    def extra_repr(self)",
+            "\n    # Shown by print(model).\n    def extra_repr(self)",
         )
-        + "\n    def _apply_head(self, lm_head, hidden_states, embedding_bias):\n"
-        "        return lm_head.quant_method.apply(lm_head, hidden_states, "
-        "bias=embedding_bias)\n",
-        swap(
-            swap(
-                APPLIED,
-                'f"vocab_size={self.vocab_size}"',
-                "f'vocab_size={self.vocab_size}'",
-            ),
-            "\n    def _apply_head(self, lm_head, hidden_states, embedding_bias):\n"
-            "        return lm_head.quant_method.apply(lm_head, hidden_states, "
-            "bias=embedding_bias)\n",
-            "",
-        )
-        + "\n    def _apply_head(self, lm_head, hidden_states, embedding_bias):\n"
-        "        return lm_head.quant_method.apply(lm_head, hidden_states, "
-        "bias=embedding_bias)\n",
     ),
-    "reworded module docstring, comment above import torch": (
-        swap(
-            swap(PENDING, "compute logits from hidden_stats", "computes logits"),
-            "\nimport torch\n",
-            "\n# Third party.\nimport torch\n",
-        ),
-        swap(
-            swap(APPLIED, "compute logits from hidden_stats", "computes logits"),
-            "\nimport torch\n",
-            "\n# Third party.\nimport torch\n",
-        ),
+    "extra_repr before _apply_head, single quotes in it": tuple(
+        text + APPLY_HEAD
+        for text in pending_and_applied(
+            ('f"vocab_size={self.vocab_size}"', "f'vocab_size={self.vocab_size}'"),
+            (APPLY_HEAD, ""),
+        )
+    ),
+    "reworded module docstring, comment above import torch": pending_and_applied(
+        ("compute logits from hidden_stats", "computes logits"),
+        ("\nimport torch\n", "\n# Third party.\nimport torch\n"),
     ),
     "no module docstring": pending_and_applied(
-        '"""A layer that compute logits from hidden_stats."""\n\n', ""
+        ('"""A layer that compute logits from hidden_stats."""\n\n', "")
     ),
     "current_platform imported with another name, wrapped": pending_and_applied(
-        "from vllm.platforms import current_platform\n",
-        "from vllm.platforms import (\n    CpuArchEnum,\n    current_platform,\n)\n",
+        (
+            "from vllm.platforms import current_platform\n",
+            "from vllm.platforms import (\n    CpuArchEnum,\n    current_platform,\n)\n",
+        )
     ),
     "cache already imported: only Callable is added": (
         swap(
@@ -374,74 +357,51 @@ DRIFT = {
 }
 
 
-class TestVocabParallelTopK(CodemodTest):
-    TRANSFORM = VocabParallelTopK
-
-    def test_pending_file_gets_imports_helpers_and_method(self) -> None:
-        self.assertCodemod(PENDING, APPLIED)
-
-    def test_applied_file_is_left_alone(self) -> None:
-        self.assertCodemod(APPLIED, APPLIED)
+PATCHED = {"imports, helpers and method are inserted": (PENDING, APPLIED), **COSMETIC}
+HUNKS = ["imports", "top-k helpers", "get_top_k_tokens"]
 
 
-def verdicts(source: str) -> dict[str, State]:
-    codemod = VocabParallelTopK()
-    codemod.transform_module(cst.parse_module(CodemodTest.make_fixture_data(source)))
-    return {v.hunk: v.state for v in codemod.verdicts}
+@pytest.mark.parametrize("before,after", PATCHED.values(), ids=PATCHED.keys())
+def test_pending_file_is_patched_then_left_alone(before: str, after: str) -> None:
+    assert_patched(VocabParallelTopK, before, after)
 
 
 def test_every_hunk_is_pending_then_applied() -> None:
-    hunks = ["imports", "top-k helpers", "get_top_k_tokens"]
-    assert verdicts(PENDING) == dict.fromkeys(hunks, State.PENDING)
-    assert verdicts(APPLIED) == dict.fromkeys(hunks, State.APPLIED)
-
-
-@pytest.mark.parametrize("before,after", COSMETIC.values(), ids=COSMETIC.keys())
-def test_cosmetic_variants_are_patched(before: str, after: str) -> None:
-    case = TestVocabParallelTopK()
-    case.assertCodemod(before, after)
-    case.assertCodemod(after, after)
+    assert verdicts(VocabParallelTopK, PENDING) == dict.fromkeys(HUNKS, State.PENDING)
+    assert verdicts(VocabParallelTopK, APPLIED) == dict.fromkeys(HUNKS, State.APPLIED)
 
 
 @pytest.mark.parametrize("source", ALREADY_APPLIED.values(), ids=ALREADY_APPLIED.keys())
 def test_cosmetic_variants_of_the_result_count_as_applied(source: str) -> None:
-    TestVocabParallelTopK().assertCodemod(source, source)
-    assert set(verdicts(source).values()) == {State.APPLIED}
+    assert_left_alone(VocabParallelTopK, source)
+    assert set(verdicts(VocabParallelTopK, source).values()) == {State.APPLIED}
 
 
 @pytest.mark.parametrize("source", DRIFT.values(), ids=DRIFT.keys())
 def test_semantic_variants_are_refused(source: str) -> None:
-    with pytest.raises(EditRefused) as refused:
-        TestVocabParallelTopK().assertCodemod(source, source)
-    assert refused.value.edit == "vocab-parallel-topk"
+    assert refusal(VocabParallelTopK, source).edit == "vocab-parallel-topk"
 
 
 def test_upstream_helper_is_named_in_the_refusal() -> None:
     source = DRIFT["_flashinfer_topk logs when FlashInfer is missing (upstream 0.28.0)"]
-    with pytest.raises(EditRefused) as refused:
-        TestVocabParallelTopK().assertCodemod(source, source)
-    (drifted,) = refused.value.drifted
+    (drifted,) = refusal(VocabParallelTopK, source).drifted
     assert drifted.hunk == "top-k helpers"
     assert "_flashinfer_topk" in drifted.reason
     assert "logger.info_once" in drifted.reason
 
 
 def test_every_drifted_hunk_is_reported() -> None:
-    source = swap(
-        swap(PENDING, "def extra_repr(", "def __repr__("),
-        "from vllm.platforms import current_platform\n",
-        "",
+    source = swapped(
+        PENDING,
+        ("def extra_repr(", "def __repr__("),
+        ("from vllm.platforms import current_platform\n", ""),
     )
-    with pytest.raises(EditRefused) as refused:
-        TestVocabParallelTopK().assertCodemod(source, source)
-    assert [v.hunk for v in refused.value.drifted] == [
-        "top-k helpers",
-        "get_top_k_tokens",
-    ]
-    assert "extra_repr" in refused.value.drifted[1].reason
+    drifted = refusal(VocabParallelTopK, source).drifted
+    assert [v.hunk for v in drifted] == ["top-k helpers", "get_top_k_tokens"]
+    assert "extra_repr" in drifted[1].reason
 
 
 def test_a_crlf_file_stays_crlf_inside_the_inserted_docstrings() -> None:
     crlf = CodemodTest.make_fixture_data(PENDING).replace("\n", "\r\n")
-    out = VocabParallelTopK().transform_module(cst.parse_module(crlf)).code
-    assert out == CodemodTest.make_fixture_data(APPLIED).replace("\n", "\r\n")
+    expected = CodemodTest.make_fixture_data(APPLIED).replace("\n", "\r\n")
+    assert output(VocabParallelTopK, crlf) == expected

@@ -1,0 +1,147 @@
+"""What names a module or a class body binds, and where each comes from.
+
+An edit that inserts code relying on a name must know the name exists when
+that code runs, and an edit that defines a name must know it shadows nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TypeVar
+
+import libcst as cst
+import libcst.matchers as m
+from libcst.helpers import get_full_name_for_node
+
+DEFINED_HERE = ""
+#: The key under which a star import's module is recorded: it may bind anything.
+STAR = "*"
+
+Definition = TypeVar("Definition", cst.FunctionDef, cst.ClassDef)
+
+
+def named(
+    statements: Sequence[cst.CSTNode], kind: type[Definition], name: str
+) -> list[Definition]:
+    """The `def`s (or `class`es) of that name directly among the statements."""
+    return [s for s in statements if isinstance(s, kind) and s.name.value == name]
+
+
+def members_named(
+    cls: cst.ClassDef, kind: type[Definition], name: str
+) -> list[Definition]:
+    body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+    return named(body, kind, name)
+
+
+def _target_names(target: cst.BaseExpression) -> list[str]:
+    if isinstance(target, cst.Name):
+        return [target.value]
+    if isinstance(target, cst.Tuple | cst.List):
+        return [n for e in target.elements for n in _target_names(e.value)]
+    return []
+
+
+def module_bindings(statements: Sequence[cst.CSTNode]) -> dict[str, list[str]]:
+    """Names the module-level statements bind, each with every binding's origin.
+
+    An import gives its dotted origin ("functools.cache"); a def, class or
+    assignment gives DEFINED_HERE. Only statements that run whenever the
+    module is imported count, plus `try` blocks (the optional import pattern):
+    a name bound only under `if TYPE_CHECKING:` does not exist when a
+    function's annotations or a class body are evaluated.
+    """
+    found: dict[str, list[str]] = {}
+
+    def bind(name: str, origin: str) -> None:
+        found.setdefault(name, []).append(origin)
+
+    def visit(statements: Sequence[cst.CSTNode]) -> None:
+        for stmt in statements:
+            if isinstance(stmt, cst.FunctionDef | cst.ClassDef):
+                bind(stmt.name.value, DEFINED_HERE)
+            elif isinstance(stmt, cst.Try):
+                visit(stmt.body.body)
+                for handler in stmt.handlers:
+                    visit(handler.body.body)
+                if stmt.orelse is not None:
+                    visit(stmt.orelse.body.body)
+                if stmt.finalbody is not None:
+                    visit(stmt.finalbody.body.body)
+            elif isinstance(stmt, cst.SimpleStatementLine):
+                for small in stmt.body:
+                    for name, origin in _small_bindings(small):
+                        bind(name, origin)
+
+    visit(statements)
+    return found
+
+
+def _small_bindings(small: cst.BaseSmallStatement) -> list[tuple[str, str]]:
+    if isinstance(small, cst.Import):
+        bound = []
+        for alias in small.names:
+            full = get_full_name_for_node(alias.name) or ""
+            if alias.asname is not None:
+                bound.append((get_full_name_for_node(alias.asname.name) or "", full))
+            else:
+                head = full.split(".")[0]
+                bound.append((head, head))
+        return bound
+    if isinstance(small, cst.ImportFrom):
+        module = "." * len(small.relative)
+        if small.module is not None:
+            module += get_full_name_for_node(small.module) or ""
+        if isinstance(small.names, cst.ImportStar):
+            return [(STAR, module)]
+        bound = []
+        for alias in small.names:
+            name = get_full_name_for_node(alias.name) or ""
+            as_name = alias.asname.name if alias.asname is not None else None
+            bound.append(
+                (
+                    get_full_name_for_node(as_name) if as_name else name,
+                    f"{module}.{name}",
+                )
+            )
+        return bound
+    if isinstance(small, cst.Assign):
+        return [
+            (n, DEFINED_HERE) for t in small.targets for n in _target_names(t.target)
+        ]
+    if isinstance(small, cst.AnnAssign | cst.AugAssign):
+        return [(n, DEFINED_HERE) for n in _target_names(small.target)]
+    return []
+
+
+def may_bind(bindings: dict[str, list[str]], name: str) -> bool:
+    """Whether `name` exists, counting a star import as possibly binding it."""
+    return name in bindings or STAR in bindings
+
+
+def origin_words(origin: str) -> str:
+    return "defined in this module" if origin == DEFINED_HERE else f"`{origin}`"
+
+
+def class_bindings(cls: cst.ClassDef, name: str) -> list[cst.CSTNode]:
+    """Class-body statements that bind `name`: assignments, methods, classes."""
+    body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+    target = m.Name(name)
+    found: list[cst.CSTNode] = []
+    for statement in body:
+        if isinstance(statement, cst.FunctionDef | cst.ClassDef):
+            if statement.name.value == name:
+                found.append(statement)
+        elif isinstance(statement, cst.SimpleStatementLine):
+            found.extend(
+                small
+                for small in statement.body
+                if m.matches(
+                    small,
+                    m.Assign(
+                        targets=[m.ZeroOrMore(), m.AssignTarget(target), m.ZeroOrMore()]
+                    ),
+                )
+                or m.matches(small, m.AnnAssign(target=target))
+            )
+    return found
