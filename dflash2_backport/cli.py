@@ -1,7 +1,8 @@
 """The `dflash2-backport` command line.
 
-Exit codes (both commands): 0 nothing left to do (or, for apply, done);
-1 `check` found edits pending; 2 drift or an error: nothing was written.
+Exit codes: 0 nothing left to do (or, for apply and revert, done); 1 `check`
+found edits pending, or `apply --fail-if-changed` changed files; 2 drift or an
+error: nothing was written.
 """
 
 from __future__ import annotations
@@ -41,6 +42,15 @@ Force = Annotated[
 ]
 
 
+FailIfChanged = Annotated[
+    bool,
+    typer.Option(
+        "--fail-if-changed",
+        help="exit 1 when files were changed, as pre-commit fixers do",
+    ),
+]
+
+
 @app.command()
 def apply(
     site_packages: SitePackages = None,
@@ -48,9 +58,12 @@ def apply(
     diff: Diff = False,
     json_output: Json = False,
     force: Force = False,
+    fail_if_changed: FailIfChanged = False,
 ) -> None:
     """Apply the seven edits and install the DFlash2 modules, all or nothing."""
-    raise typer.Exit(_run("apply", site_packages, root, diff, json_output, force))
+    raise typer.Exit(
+        _run("apply", site_packages, root, diff, json_output, force, fail_if_changed)
+    )
 
 
 @app.command()
@@ -65,6 +78,18 @@ def check(
     raise typer.Exit(_run("check", site_packages, root, diff, json_output, force))
 
 
+@app.command()
+def revert(
+    site_packages: SitePackages = None,
+    root: Root = None,
+    diff: Diff = False,
+    json_output: Json = False,
+    force: Force = False,
+) -> None:
+    """Undo the edits and remove the installed modules, all or nothing."""
+    raise typer.Exit(_run("revert", site_packages, root, diff, json_output, force))
+
+
 def _run(
     command: str,
     site_packages: Path | None,
@@ -72,6 +97,7 @@ def _run(
     diff: bool,
     json_output: bool,
     force: bool,
+    fail_if_changed: bool = False,
 ) -> int:
     from .report import Report
     from .target import locate, triage
@@ -88,16 +114,22 @@ def _run(
         # Imported late: the checks above need no parser, and a target that
         # upstream already serves is answered without loading libcst.
         from .engine import make_plan, write
+        from .record import record_of
 
-        plan = make_plan(target.root, need_changes=diff or command == "apply")
+        plan = make_plan(
+            target.root,
+            need_changes=diff or command != "check",
+            direction="revert" if command == "revert" else "apply",
+            record_file=record_of(target.root) if target.kind == "site-packages" else None,
+        )
         report.plan = plan
         if diff:
             report.diff = plan.diff()
         if plan.refused:
             return report.refused()
-        if command == "apply" and plan.pending:
+        if command != "check" and plan.pending:
             report.written = write(plan)
-        return report.finished()
+        return report.finished(fail_if_changed)
     except BackportError as error:
         return report.error(str(error))
 

@@ -19,7 +19,8 @@ from pathlib import Path
 
 from . import verdict_cache
 from .errors import BackportError
-from .installer import ModulePlan, plan_modules
+from . import record
+from .installer import ModulePlan, plan_module_removal, plan_modules
 from .judge import judge
 from .verdicts import EditReport
 
@@ -27,10 +28,13 @@ from .verdicts import EditReport
 @dataclasses.dataclass
 class Plan:
     root: Path
+    direction: str  # "apply" or "revert"
     edits: list[EditReport]
     modules: list[ModulePlan]
-    # Files some edit would change: relative path -> (bytes now, patched bytes).
+    # Files the edits change: relative path -> (bytes now, bytes after).
     patched: dict[str, tuple[bytes, bytes]]
+    # An installed vLLM's RECORD, kept true to the files (None in a source tree).
+    record: Path | None = None
 
     @property
     def refused(self) -> bool:
@@ -38,29 +42,66 @@ class Plan:
             m.state == "drift" for m in self.modules
         )
 
+    def to_do(self, state: str) -> bool:
+        """Whether an item in `state` needs writing in this plan's direction."""
+        return state == ("pending" if self.direction == "apply" else "applied")
+
+    def edit_to_do(self, edit: EditReport) -> bool:
+        return any(self.to_do(h.state.value) for h in edit.hunks)
+
+    @property
+    def record_state(self) -> str | None:
+        if self.record is None:
+            return None
+        return "pending" if self.record_change is not None else "applied"
+
     @property
     def pending(self) -> bool:
+        """Whether this plan's direction has anything to write."""
         return not self.refused and (
-            any(e.state == "pending" for e in self.edits)
-            or any(m.state == "pending" for m in self.modules)
+            any(self.edit_to_do(e) for e in self.edits)
+            or any(self.to_do(m.state) for m in self.modules)
+            or self.record_state == "pending"
         )
 
     @functools.cached_property
-    def changes(self) -> dict[str, tuple[bytes | None, bytes]]:
-        """Relative path -> (bytes now, or None for a new file; bytes to write)."""
+    def changes(self) -> dict[str, tuple[bytes | None, bytes | None]]:
+        """Relative path -> (bytes now or None, bytes to write or None to remove)."""
         if self.refused:
             return {}
-        changes: dict[str, tuple[bytes | None, bytes]] = {}
+        changes: dict[str, tuple[bytes | None, bytes | None]] = {}
         for relative, (original, result) in self.patched.items():
             _check_parses(self.root / relative, result)
             if result != original:
                 changes[relative] = (original, result)
         for module in self.modules:
-            if module.state == "pending":
+            if self.to_do(module.state):
                 existing = self.root / module.dest
-                before = existing.read_bytes() if existing.exists() else None
+                before = existing.read_bytes() if existing.is_file() else None
                 changes[module.dest] = (before, module.content)
+        if self.record_change is not None:
+            changes[str(self.record.relative_to(self.root))] = self.record_change
         return changes
+
+    @functools.cached_property
+    def record_change(self) -> tuple[bytes, bytes] | None:
+        if self.record is None or self.refused:
+            return None
+        after: dict[str, bytes | None] = {}
+        for relative in dict.fromkeys(e.path for e in self.edits):
+            after[relative] = (
+                self.patched[relative][1]
+                if relative in self.patched
+                else _read_or_none(self.root / relative)
+            )
+        for module in self.modules:
+            if self.to_do(module.state):
+                after[module.dest] = module.content
+            else:
+                after[module.dest] = _read_or_none(self.root / module.dest)
+        before = self.record.read_bytes()
+        reconciled = record.reconcile(before, after)
+        return None if reconciled == before else (before, reconciled)
 
     def diff(self) -> str:
         chunks = []
@@ -70,7 +111,7 @@ class Plan:
                     _lines(old),
                     _lines(new),
                     fromfile=f"a/{path}" if old is not None else "/dev/null",
-                    tofile=f"b/{path}",
+                    tofile=f"b/{path}" if new is not None else "/dev/null",
                 )
             )
         return "".join(chunks)
@@ -80,22 +121,41 @@ def _lines(data: bytes | None) -> list[str]:
     return [] if data is None else data.decode("utf-8").splitlines(keepends=True)
 
 
-def make_plan(root: Path, need_changes: bool, use_cache: bool = True) -> Plan:
+def _read_or_none(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+def make_plan(
+    root: Path,
+    need_changes: bool,
+    use_cache: bool = True,
+    direction: str = "apply",
+    record_file: Path | None = None,
+) -> Plan:
     """Judge every hunk and module. `need_changes`: the caller will write or
-    diff, so pending files must be patched even when the verdicts are known."""
-    modules = plan_modules(root)
+    diff, so files to rewrite must be rewritten even when the verdicts are
+    known."""
+    rewrite = "pending" if direction == "apply" else "applied"
+    modules = plan_modules(root) if direction == "apply" else plan_module_removal(root)
     if use_cache:
         cached = verdict_cache.lookup(root)
         if cached is not None and not (
-            need_changes and any(e.state == "pending" for e in cached)
+            need_changes and any(rewrite == e.state or _has(e, rewrite) for e in cached)
         ):
-            return Plan(root, cached, modules, {})
-    files = judge(root, want_bytes=need_changes)
+            return Plan(root, direction, cached, modules, {}, record_file)
+    files = judge(root, want_bytes=need_changes, direction=direction)
     edits = [edit for file in files for edit in file.edits]
     if use_cache:
         verdict_cache.store(root, {f.path: f.original for f in files}, edits)
     patched = {f.path: (f.original, f.patched) for f in files if f.patched is not None}
-    return Plan(root, edits, modules, patched)
+    return Plan(root, direction, edits, modules, patched, record_file)
+
+
+def _has(edit: EditReport, state: str) -> bool:
+    return any(h.state.value == state for h in edit.hunks)
 
 
 def _check_parses(path: Path, source: bytes) -> None:
@@ -109,32 +169,50 @@ def _check_parses(path: Path, source: bytes) -> None:
 
 
 def write(plan: Plan) -> list[str]:
-    """Write every planned change, or none of them."""
+    """Write (or remove) every planned file, or none of them."""
     _check_writable(plan)
     # New files take the permissions of vLLM's own package file.
     new_file_mode = os.stat(plan.root / "vllm" / "__init__.py").st_mode & 0o777
     created: list[Path] = []
-    done: list[tuple[Path, bytes | None]] = []
+    done: list[tuple[Path, bytes | None, int]] = []
     try:
         for relative, (old, new) in plan.changes.items():
             path = plan.root / relative
-            created.extend(_make_parents(path.parent))
             mode = os.stat(path).st_mode & 0o777 if old is not None else new_file_mode
-            _atomic_write(path, new, mode)
-            done.append((path, old))
+            if new is None:
+                path.unlink()
+            else:
+                created.extend(_make_parents(path.parent))
+                _atomic_write(path, new, mode)
+            done.append((path, old, mode))
     except OSError as error:
-        for path, old in reversed(done):
+        for path, old, mode in reversed(done):
             if old is None:
                 path.unlink(missing_ok=True)
             else:
-                _atomic_write(path, old, os.stat(path).st_mode & 0o777)
+                _atomic_write(path, old, mode)
         for directory in reversed(created):
             directory.rmdir()
         raise BackportError(
             f"{error.filename or plan.root}: write failed ({error.strerror}); "
             "every file was restored"
         ) from None
+    for path, _, _ in done:
+        if not path.exists():
+            _remove_leftovers(path)
     return list(plan.changes)
+
+
+def _remove_leftovers(removed: Path) -> None:
+    """Bytecode of a removed module, and its package directory once empty."""
+    cache = removed.parent / "__pycache__"
+    for compiled in cache.glob(f"{removed.stem}.*.pyc"):
+        compiled.unlink(missing_ok=True)
+    for directory in (cache, removed.parent):
+        try:
+            directory.rmdir()
+        except OSError:
+            pass  # not empty, or already gone: someone else's files stay
 
 
 def _make_parents(directory: Path) -> list[Path]:

@@ -39,7 +39,7 @@ SHIPPED = (MODEL, PACKAGE, SPECULATOR)
 class ModulePlan:
     dest: str
     state: str  # "applied", "pending" or "drift"
-    content: bytes
+    content: bytes | None  # what the file should hold; None: no file
     reason: str = ""
 
 
@@ -120,4 +120,32 @@ def plan_modules(root: Path) -> list[ModulePlan]:
                     "move it away if it is not upstream's",
                 )
             )
+    return plans
+
+
+def plan_module_removal(root: Path) -> list[ModulePlan]:
+    """Undo `plan_modules`: remove exactly the files this tool installed.
+
+    States read as for the edits: "applied" is our file still there (to be
+    removed), "pending" is no file of ours (nothing to undo).
+    """
+    plans = []
+    for module in SHIPPED:
+        path = root / module.dest
+        existing = None if path.parent.is_file() else _read(path)
+        if existing is not None and existing == shipped_source(module):
+            plans.append(ModulePlan(module.dest, "applied", None))
+        elif existing is not None and is_ours(existing):
+            plans.append(
+                ModulePlan(
+                    module.dest,
+                    "drift",
+                    None,
+                    "expected the file as this tool installed it, found it changed "
+                    "since; remove it by hand if the change is not wanted",
+                )
+            )
+        else:
+            # No file, or upstream's or someone else's: not ours to remove.
+            plans.append(ModulePlan(module.dest, "pending", existing))
     return plans

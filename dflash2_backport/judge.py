@@ -28,16 +28,20 @@ class FileVerdict:
     patched: bytes | None  # None when no hunk is pending or bytes were not asked for
 
 
-def judge(root: Path, want_bytes: bool) -> list[FileVerdict]:
-    """Every target file's verdicts, in the codemods' (upstream) order."""
+def judge(root: Path, want_bytes: bool, direction: str = "apply") -> list[FileVerdict]:
+    """Every target file's verdicts, in the codemods' (upstream) order.
+
+    `direction` "revert" runs the codemods' inverses: the verdicts are the
+    same, and the patched bytes are the file with applied hunks undone.
+    """
     if _jobs() < 2:
-        return _in_upstream_order(_judge_share(root, want_bytes, 0, 1))
+        return _in_upstream_order(_judge_share(root, want_bytes, direction, 0, 1))
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # the worker
         os.close(read_end)
         try:
-            payload: tuple = ("ok", _judge_share(root, want_bytes, 1, 2))
+            payload: tuple = ("ok", _judge_share(root, want_bytes, direction, 1, 2))
         except BackportError as error:
             payload = ("error", str(error))
         except BaseException:  # noqa: BLE001 - reported by the parent
@@ -49,7 +53,7 @@ def judge(root: Path, want_bytes: bool) -> list[FileVerdict]:
             os._exit(0)
     os.close(write_end)
     try:
-        mine = _judge_share(root, want_bytes, 0, 2)
+        mine = _judge_share(root, want_bytes, direction, 0, 2)
     finally:
         with os.fdopen(read_end, "rb") as pipe:
             received = pipe.read()
@@ -105,7 +109,9 @@ def _share(root: Path, files: list[str], index: int, count: int) -> list[str]:
     return shares[index]
 
 
-def _judge_share(root: Path, want_bytes: bool, index: int, count: int) -> list[FileVerdict]:
+def _judge_share(
+    root: Path, want_bytes: bool, direction: str, index: int, count: int
+) -> list[FileVerdict]:
     import libcst as cst
 
     from .transforms import EditRefused
@@ -124,7 +130,7 @@ def _judge_share(root: Path, want_bytes: bool, index: int, count: int) -> list[F
             ) from None
         edits = []
         for codemod_class in by_file[relative]:
-            codemod = codemod_class()
+            codemod = codemod_class(revert=direction == "revert")
             try:
                 tree = codemod.transform_module(tree)
             except EditRefused:
@@ -134,8 +140,9 @@ def _judge_share(root: Path, want_bytes: bool, index: int, count: int) -> list[F
                     codemod.EDIT, relative, codemod.DESCRIPTION, tuple(codemod.verdicts)
                 )
             )
-        pending = any(h.state is State.PENDING for e in edits for h in e.hunks)
-        patched = tree.bytes if pending and want_bytes else None
+        rewritten = State.PENDING if direction == "apply" else State.APPLIED
+        touched = any(h.state is rewritten for e in edits for h in e.hunks)
+        patched = tree.bytes if touched and want_bytes else None
         verdicts.append(FileVerdict(relative, original, edits, patched))
     return verdicts
 

@@ -35,8 +35,9 @@ def test_human_output_is_one_line_per_edit_and_module_then_a_summary(site: Path)
     result = invoke("check", "--site-packages", str(site))
     lines = result.output.splitlines()
     assert lines[0] == f"vLLM 0.27.1 at {site}"
-    assert len(lines) == 1 + 8 + 3 + 1
+    assert len(lines) == 1 + 8 + 3 + 1 + 1
     assert all(line.split()[0] == "pending" for line in lines[1:-1])
+    assert lines[-2].split() == ["pending", "record", "vllm-0.27.1.dist-info/RECORD"]
     assert lines[-1].startswith("pending:")
 
 

@@ -7,6 +7,11 @@ there (applied), whether the spec's anchor is there so the edit is safe
 (pending), or neither (drift). Pending hunks are rewritten; any drift refuses
 the whole edit with every drifted hunk named, and the engine then writes
 nothing anywhere.
+
+Built with `revert=True`, a codemod runs the other way: the verdicts are the
+same, and it is the applied hunks that are rewritten, back to 0.27.1's code.
+On a file the forward codemod patched, the result is the original byte for
+byte; on a file patched some other way, it is 0.27.1's code by meaning.
 """
 
 from __future__ import annotations
@@ -48,9 +53,13 @@ class BackportCodemod(Codemod):
     #: One line: what the edit achieves.
     DESCRIPTION: ClassVar[str]
 
-    def __init__(self, context: CodemodContext | None = None) -> None:
+    def __init__(
+        self, context: CodemodContext | None = None, revert: bool = False
+    ) -> None:
         super().__init__(context if context is not None else CodemodContext())
         self.verdicts: list[HunkVerdict] = []
+        #: Rewrite applied hunks back to 0.27.1's code instead of pending ones forward.
+        self.revert = revert
 
     def transform_module(self, tree: cst.Module) -> cst.Module:
         # None of the edits needs metadata, and the base class would deep-copy

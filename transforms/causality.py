@@ -24,6 +24,9 @@ it means what 0.27.1's does, applied only if it means what the edited one
 does. Anything else -- a changed fallback, a different signature, another
 override -- is drift, because inserting the new lines there would silently
 combine the spec's rules with someone else's.
+
+Reverted, an edited function loses the `is_causal` lines and gets 0.27.1's
+docstring and raw `return override` back; every other line stays as written.
 """
 
 from __future__ import annotations
@@ -79,6 +82,13 @@ if is_causal is not None:
 # And what the override's `if` returns instead of the raw value.
 OVERRIDE_RESULT = "bool(override)"
 
+# What a revert puts back: 0.27.1's docstring and the raw override, exactly
+# as in OLD_FUNCTION.
+OLD_DOCSTRING = '''\
+"""``dflash_config.causal`` overrides all layers; else only SWA layers causal."""
+'''
+OLD_OVERRIDE_RESULT = "override"
+
 _REMEDY = "bring it back to 0.27.1's or apply the causality change by hand"
 
 
@@ -132,6 +142,8 @@ class Causality(BackportCodemod):
         found_meaning = meaning(function)
         if found_meaning == meaning(NEW_FUNCTION):
             self.applied(hunk)
+            if self.revert:
+                return self._with_body(tree, function, self._reverted_body(function))
             return tree
         if found_meaning != meaning(OLD_FUNCTION):
             self.drift(
@@ -142,7 +154,15 @@ class Causality(BackportCodemod):
             return tree
 
         self.pending(hunk)
-        new_function = function.with_changes(body=self._edited_body(function))
+        if self.revert:
+            return tree
+        return self._with_body(tree, function, self._edited_body(function))
+
+    @staticmethod
+    def _with_body(
+        tree: cst.Module, function: cst.FunctionDef, body: cst.IndentedBlock
+    ) -> cst.Module:
+        new_function = function.with_changes(body=body)
         return tree.with_changes(body=replaced(tree.body, function, new_function))
 
     def _edited_body(self, function: cst.FunctionDef) -> cst.IndentedBlock:
@@ -177,3 +197,36 @@ class Causality(BackportCodemod):
             ),
         )
         return block.with_changes(body=[*intro, *body])
+
+    def _reverted_body(self, function: cst.FunctionDef) -> cst.IndentedBlock:
+        """The edited body as 0.27.1 has it: `_edited_body` undone."""
+        block = function.body
+        # The edited meaning has two `if`s in the body: an indented block.
+        assert isinstance(block, cst.IndentedBlock)
+        body = list(block.body)
+        # By meaning the body is the docstring (if any), the `is_causal`
+        # assignment and its `if`, then 0.27.1's statements: the first `if` is
+        # the `is_causal` check, and whatever precedes it is the intro.
+        check, override_at = (i for i, s in enumerate(body) if isinstance(s, cst.If))
+        intro, kept = body[: check + 1], body[check + 1 :]
+        override_at -= check + 1
+
+        # 0.27.1's docstring takes the place of the intro; comments above the
+        # new docstring stay, the intro's other lines go with it.
+        docstring = self.statement(OLD_DOCSTRING)
+        if opens_with_docstring(intro[0]):
+            docstring = docstring.with_changes(leading_lines=intro[0].leading_lines)
+
+        # The override's `if` gets its raw value back, in the parentheses the
+        # `bool(...)` stood in; comments in it survive.
+        override = kept[override_at]
+        (result,) = m.findall(override.body, m.Return())
+        assert isinstance(result, cst.Return) and result.value is not None
+        raw = cst.parse_expression(
+            OLD_OVERRIDE_RESULT, config=self.module.config_for_parsing
+        )
+        raw = raw.with_changes(lpar=result.value.lpar, rpar=result.value.rpar)
+        kept[override_at] = override.deep_replace(
+            result, result.with_changes(value=raw)
+        )
+        return block.with_changes(body=[docstring, *kept])

@@ -31,6 +31,10 @@ Upstream's hook returns `model_config.head_dtype` instead; 0.27.1 does not
 cache the proposal in that dtype, so a `draft_logits_spec` that returns it is
 drift, as is any other existing `draft_logits_spec` that differs from the
 default.
+
+Reverted, the lookup and the `torch.full` allocation become 0.27.1's
+`torch.zeros` allocation again, in the layout above, and the hook leaves the
+class, the member after it taking back the blank lines that set it apart.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ import libcst.matchers as m
 from ._base import BackportCodemod, edited_class
 from ._meaning import code_of, describe, same_meaning
 from ._names import members_named
+from .speculator_selection import applied_method, unedited_class
 
 SPECULATOR = "DraftModelSpeculator"
 ALLOCATING_METHOD = "__init__"
@@ -121,12 +126,16 @@ class DraftLogitCache(BackportCodemod):
         )
         if self.drifted():
             return tree
+        if self.revert:
+            added = applied_method(self, self.HOOK_HUNK, cls, HOOK)
+            return unedited_class(tree, cls, swap=buffer, remove=added)
         return edited_class(tree, cls, swap=buffer, insert=hook)
 
     def _buffer(
         self, cls: cst.ClassDef
     ) -> tuple[cst.FunctionDef, cst.FunctionDef] | None:
-        """The `__init__` to swap in, if the allocation is pending."""
+        """The `__init__` to swap in, if the allocation is pending (or,
+        reverting, applied)."""
         hunk = self.BUFFER_HUNK
         where = f"{SPECULATOR}.{ALLOCATING_METHOD}"
         methods = members_named(cls, cst.FunctionDef, ALLOCATING_METHOD)
@@ -153,6 +162,23 @@ class DraftLogitCache(BackportCodemod):
         if same_meaning(allocation, FULL_ALLOCATION):
             if looked_up:
                 self.applied(hunk)
+                if self.revert:
+                    lookup = statements[index - 1]
+                    (zeros,) = self.statements(ZEROS_ALLOCATION)
+                    # The split below, undone: comments above the pair or
+                    # between its lines introduce the allocation again; one at
+                    # the end of the allocation stays there, one at the end of
+                    # the lookup goes with it.
+                    statements[index - 1 : index + 1] = [
+                        zeros.with_changes(
+                            leading_lines=[
+                                *lookup.leading_lines,
+                                *allocation.leading_lines,
+                            ],
+                            trailing_whitespace=allocation.trailing_whitespace,
+                        )
+                    ]
+                    return method, self._with_block(method, block, statements)
             else:
                 self.drift(
                     hunk,
@@ -173,6 +199,8 @@ class DraftLogitCache(BackportCodemod):
             return None
 
         self.pending(hunk)
+        if self.revert:
+            return None
         lookup, full = self.statements(SPEC_LOOKUP + FULL_ALLOCATION)
         assert isinstance(full, cst.SimpleStatementLine)
         # Comments above the allocation now introduce the pair; one at the end
@@ -181,9 +209,17 @@ class DraftLogitCache(BackportCodemod):
             lookup.with_changes(leading_lines=allocation.leading_lines),
             full.with_changes(trailing_whitespace=allocation.trailing_whitespace),
         ]
+        return method, self._with_block(method, block, statements)
+
+    @staticmethod
+    def _with_block(
+        method: cst.FunctionDef,
+        block: cst.IndentedBlock,
+        statements: list[cst.BaseStatement],
+    ) -> cst.FunctionDef:
         new_method = method.deep_replace(block, block.with_changes(body=statements))
         assert isinstance(new_method, cst.FunctionDef)
-        return method, new_method
+        return new_method
 
     @staticmethod
     def _block_of(

@@ -23,14 +23,20 @@ it needs the noised argmax as a callable keyed by (seed, pos, keys).
 to call the new function, but 0.27.1's copy differs from the one that change
 was written against, and rewriting a hot sampling kernel only to deduplicate
 it is not worth the risk. The two copies compute the same draw.
+
+Reverted, the function goes and what followed it takes back the blank lines
+it took; if other code in the file calls it (upstream's `gumbel_block_argmax`
+does), that is drift: removing it would break the module.
 """
 
 from __future__ import annotations
 
 import libcst as cst
 import libcst.matchers as m
+from libcst.metadata import MetadataWrapper, ScopeProvider
 
-from ._base import BackportCodemod, insert_before
+from ._base import BackportCodemod, insert_before, leading_blank_lines
+from ._meaning import describe
 from ._names import module_bindings, named
 
 NAME = "gumbel_noised_argmax"
@@ -103,6 +109,8 @@ class GumbelNoisedArgmax(BackportCodemod):
         if self.rejects_other_versions(hunk, existing, GUMBEL_NOISED_ARGMAX, expected):
             return tree
         if existing:
+            if self.revert:
+                return self._undo(tree, existing)
             self.applied(hunk)
             return tree
 
@@ -135,8 +143,74 @@ class GumbelNoisedArgmax(BackportCodemod):
             return tree
 
         self.pending(hunk)
+        if self.revert:
+            return tree
         (anchor,) = anchors
         new = self.statement(GUMBEL_NOISED_ARGMAX)
         return tree.with_changes(
             body=insert_before(tree.body, anchor, [new], blank_lines=2)
         )
+
+    def _undo(self, tree: cst.Module, functions: list[cst.FunctionDef]) -> cst.Module:
+        """The module without the function, as before `insert_before` put it
+        there: the statement after it takes back the blank lines it took
+        (keeping its own comments); comments right above the function go
+        with it. Refused if other module code reads the name."""
+        hunk = NAME
+        callers = _readers(tree, NAME, functions)
+        if callers:
+            self.drift(
+                hunk,
+                f"`{NAME}` called by nothing else in the module, so that it can go",
+                f"it called by {', '.join(callers)} (removing it would break "
+                + ("it" if len(callers) == 1 else "them")
+                + ")",
+            )
+            return tree
+        self.applied(hunk)
+        body: list[cst.BaseStatement] = []
+        handed_back: list[cst.EmptyLine] | None = None
+        for statement in tree.body:
+            if any(statement is f for f in functions):
+                if handed_back is None:
+                    handed_back = leading_blank_lines(statement.leading_lines)[0]
+                continue
+            if handed_back is not None:
+                _, own = leading_blank_lines(statement.leading_lines)
+                statement = statement.with_changes(leading_lines=[*handed_back, *own])
+                handed_back = None
+            body.append(statement)
+        return tree.with_changes(body=body)
+
+
+def _readers(tree: cst.Module, name: str, leaving: list[cst.FunctionDef]) -> list[str]:
+    """The module's statements that read the module-level `name`, outside
+    `leaving`: a def or class by its name, anything else as written."""
+    scope = MetadataWrapper(tree, unsafe_skip_copy=True).resolve(ScopeProvider)[tree]
+    assert scope is not None
+    reads = {
+        id(access.node)
+        for assignment in scope.assignments[name]
+        for access in assignment.references
+    } - {i for node in leaving for i in _node_ids(node)}
+    if not reads:
+        return []
+    return [
+        f"`{statement.name.value}`"
+        if isinstance(statement, cst.FunctionDef | cst.ClassDef)
+        else describe(statement)
+        for statement in tree.body
+        if _node_ids(statement) & reads
+    ]
+
+
+def _node_ids(node: cst.CSTNode) -> set[int]:
+    ids: set[int] = set()
+
+    class Collect(cst.CSTVisitor):
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            ids.add(id(node))
+            return True
+
+    node.visit(Collect())
+    return ids

@@ -50,6 +50,38 @@ def _module_level_tables(tree: cst.Module) -> list[tuple[cst.BaseStatement, cst.
     return tables
 
 
+def _without_entry(table: cst.Dict) -> list[cst.BaseDictElement]:
+    """The table's elements less the DFlash2 entry, separators put back as
+    `_split_comma` found them: the entry before it takes over its ending."""
+    elements = list(table.elements)
+    index = next(
+        i
+        for i, e in enumerate(elements)
+        if isinstance(e, cst.DictElement) and string_value(e.key) == ENTRY_KEY
+    )
+    entry = elements.pop(index)
+    if index == 0:
+        return elements
+    previous = elements[index - 1]
+    if index == len(elements):  # the entry closed the table
+        elements[index - 1] = previous.with_changes(comma=entry.comma)
+        return elements
+    before, after = previous.comma, entry.comma
+    if isinstance(before, cst.Comma) and isinstance(after, cst.Comma):
+        kept, moved = before.whitespace_after, after.whitespace_after
+        if isinstance(kept, cst.ParenthesizedWhitespace) and isinstance(
+            moved, cst.ParenthesizedWhitespace
+        ):
+            # Comments and blank lines that stood before the next entry stay.
+            empty_lines = (*kept.empty_lines, *moved.empty_lines)
+            elements[index - 1] = previous.with_changes(
+                comma=before.with_changes(
+                    whitespace_after=kept.with_changes(empty_lines=empty_lines)
+                )
+            )
+    return elements
+
+
 class RegistryEntry(BackportCodemod):
     EDIT = "registry"
     PATH = "vllm/model_executor/models/registry.py"
@@ -89,6 +121,8 @@ class RegistryEntry(BackportCodemod):
         if entries:
             if any(e in table.elements for e in entries):
                 self.applied(hunk)
+                if self.revert:
+                    return self._replace(tree, statement, table, _without_entry(table))
             else:
                 self.drift(
                     hunk,
@@ -124,6 +158,17 @@ class RegistryEntry(BackportCodemod):
         )
         elements[index] = anchor.with_changes(comma=anchor_comma)
         elements.insert(index + 1, new_entry)
+        if self.revert:
+            return tree
+        return self._replace(tree, statement, table, elements)
+
+    @staticmethod
+    def _replace(
+        tree: cst.Module,
+        statement: cst.BaseStatement,
+        table: cst.Dict,
+        elements: list[cst.BaseDictElement],
+    ) -> cst.Module:
         patched = statement.deep_replace(table, table.with_changes(elements=elements))
         return tree.with_changes(
             body=[patched if s is statement else s for s in tree.body]

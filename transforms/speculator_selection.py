@@ -34,6 +34,10 @@ that need it, so a DFlash2 branch elsewhere in the method is drift, not
 "applied". vLLM releases that moved the V2 forcing out of `use_v2_model_runner`
 have no multi-KV-group branch to anchor on; that is drift too, and the reason
 names the methods that now consult `_dflash_needs_multi_kv_group`.
+
+Reverted, the DFlash2 `if` leaves the dflash arm and `use_v2_model_runner`
+with the lines above it, and `_is_dflash2_draft` leaves `VllmConfig`, the member
+after it taking back the blank lines that set it apart.
 """
 
 from __future__ import annotations
@@ -44,7 +48,13 @@ from collections.abc import Sequence
 import libcst as cst
 import libcst.matchers as m
 
-from ._base import BackportCodemod, edited_class, replaced
+from ._base import (
+    BackportCodemod,
+    State,
+    edited_class,
+    leading_blank_lines,
+    replaced,
+)
 from ._meaning import code_of, describe, same_meaning, string_value
 from ._names import members_named, named
 
@@ -147,6 +157,11 @@ class SpeculatorSelection(BackportCodemod):
 
         if _statements_mean(body.body, DFLASH2_ARM):
             self.applied(self.HUNK)
+            if self.revert:
+                # The forward edit put the `if` first with no lines of its
+                # own above it and left the rest of the arm as it was; lines
+                # above a DFlash2 `if` written another way go with it.
+                return self._with_arm_body(tree, function, body, body.body[1:])
             return tree
         first = body.body[0] if body.body else None
         if isinstance(first, cst.If) and same_meaning(first.test, DFLASH2_TEST):
@@ -186,9 +201,19 @@ class SpeculatorSelection(BackportCodemod):
             return tree
 
         self.pending(self.HUNK)
+        if self.revert:
+            return tree
         selection = self.statement(self._quoted(DFLASH2_SELECTION, arm.test))
-        new_body = body.with_changes(body=[selection, *body.body])
-        new_function = function.deep_replace(body, new_body)
+        return self._with_arm_body(tree, function, body, [selection, *body.body])
+
+    @staticmethod
+    def _with_arm_body(
+        tree: cst.Module,
+        function: cst.FunctionDef,
+        body: cst.IndentedBlock,
+        statements: Sequence[cst.BaseStatement],
+    ) -> cst.Module:
+        new_function = function.deep_replace(body, body.with_changes(body=statements))
         return tree.with_changes(body=replaced(tree.body, function, new_function))
 
     @staticmethod
@@ -256,12 +281,16 @@ class V2RunnerForcing(BackportCodemod):
         )
         if self.drifted():
             return tree
+        if self.revert:
+            added = applied_method(self, self.HELPER_HUNK, cls, HELPER)
+            return unedited_class(tree, cls, swap=branch, remove=added)
         return edited_class(tree, cls, swap=branch, insert=helper)
 
     def _branch(
         self, cls: cst.ClassDef
     ) -> tuple[cst.FunctionDef, cst.FunctionDef] | None:
-        """The `use_v2_model_runner` to swap in, if the branch is pending."""
+        """The `use_v2_model_runner` to swap in, if the branch is pending (or,
+        reverting, applied)."""
         hunk = self.BRANCH_HUNK
         runners = members_named(cls, cst.FunctionDef, RUNNER)
         if len(runners) != 1:
@@ -286,6 +315,11 @@ class V2RunnerForcing(BackportCodemod):
         ours = [i for i, s in enumerate(statements) if _is_branch(s, DFLASH2_BRANCH)]
         if ours == [index + 1]:
             self.applied(hunk)
+            if self.revert:
+                # It goes with the comment and blank line above it, which the
+                # forward edit inserted with it; what follows kept its own.
+                del statements[index + 1]
+                return runner, _with_body(runner, statements)
             return None
         if ours:
             self.drift(
@@ -300,11 +334,10 @@ class V2RunnerForcing(BackportCodemod):
             return None
 
         self.pending(hunk)
+        if self.revert:
+            return None
         statements.insert(index + 1, self.statement(DFLASH2_BRANCH_SOURCE))
-        assert isinstance(runner.body, cst.IndentedBlock)
-        return runner, runner.with_changes(
-            body=runner.body.with_changes(body=statements)
-        )
+        return runner, _with_body(runner, statements)
 
     @staticmethod
     def _no_anchor(cls: cst.ClassDef, runner: cst.FunctionDef, count: int) -> str:
@@ -339,3 +372,65 @@ def _is_branch(statement: cst.BaseStatement, source: str) -> bool:
         and statement.orelse is None
         and same_meaning(statement, source)
     )
+
+
+def _with_body(
+    function: cst.FunctionDef, statements: Sequence[cst.BaseStatement]
+) -> cst.FunctionDef:
+    assert isinstance(function.body, cst.IndentedBlock)
+    return function.with_changes(body=function.body.with_changes(body=statements))
+
+
+# -- undoing `method_before` ------------------------------------------------
+# Shared with the draft-logit-cache edit, which adds a method the same way.
+
+
+def applied_method(
+    codemod: BackportCodemod, hunk: str, cls: cst.ClassDef, name: str
+) -> cst.FunctionDef | None:
+    """The method `name` of `cls`, if `method_before` judged `hunk` applied.
+
+    That verdict means `cls` has exactly one method of that name, and it means
+    what the spec's does.
+    """
+    if not any(v.hunk == hunk and v.state is State.APPLIED for v in codemod.verdicts):
+        return None
+    (method,) = members_named(cls, cst.FunctionDef, name)
+    return method
+
+
+def unedited_class(
+    tree: cst.Module,
+    cls: cst.ClassDef,
+    swap: tuple[cst.BaseStatement, cst.BaseStatement] | None = None,
+    remove: cst.BaseStatement | None = None,
+) -> cst.Module:
+    """`tree` with one member of `cls` swapped (old, new) and one removed, the
+    inverse of `edited_class`; unchanged when there is neither."""
+    if swap is None and remove is None:
+        return tree
+    body: list[cst.BaseStatement] = list(cls.body.body)
+    if swap is not None:
+        body = replaced(body, *swap)
+    if remove is not None:
+        body = removed(body, remove)
+    new_cls = cls.with_changes(body=cls.body.with_changes(body=body))
+    return tree.with_changes(body=replaced(tree.body, cls, new_cls))
+
+
+def removed(
+    body: Sequence[cst.BaseStatement], statement: cst.BaseStatement
+) -> list[cst.BaseStatement]:
+    """`body` less `statement` (by identity), undoing `insert_before`.
+
+    The statement that followed it takes back the blank lines that separated
+    the removed one from what preceded it, and keeps its own comments;
+    comments right above the removed statement go with it.
+    """
+    index = next(i for i, s in enumerate(body) if s is statement)
+    rest = [*body[:index], *body[index + 1 :]]
+    if index < len(rest):
+        blank, _ = leading_blank_lines(statement.leading_lines)
+        _, comments = leading_blank_lines(rest[index].leading_lines)
+        rest[index] = rest[index].with_changes(leading_lines=[*blank, *comments])
+    return rest

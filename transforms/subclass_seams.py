@@ -23,6 +23,9 @@ construction counts as applied when it goes through the seam and otherwise
 means what 0.27.1's does (keyword order aside). Another class, another value,
 other arguments or a missing construction is drift: a subclass relying on
 the seam would silently get the wrong layer or model.
+
+Reverted, the applied hunks are undone one by one: every binding of an
+attribute goes, and a rerouted construction names 0.27.1's class again.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from collections.abc import Sequence
 import libcst as cst
 import libcst.matchers as m
 
-from ._base import BackportCodemod, placed_before, replaced
+from ._base import BackportCodemod, leading_blank_lines, placed_before, replaced
 from ._meaning import describe, is_docstring, same_meaning
 from ._names import class_bindings, may_bind, members_named, module_bindings, named
 
@@ -205,11 +208,15 @@ def _spec_assignment(seam: Seam) -> tuple[cst.Assign, cst.Call]:
 
 @dataclasses.dataclass
 class _Plan:
-    """What one class needs: which of its two hunks are pending, and where."""
+    """What one class needs: which of its two hunks to rewrite, and where.
+
+    Forward those are the pending hunks; reverting, the applied ones.
+    """
 
     owner: cst.ClassDef
-    insert_attribute: bool = False
-    # The constructor to reroute and the `__init__` around it, if pending.
+    # Insert the attribute or, reverting, remove it.
+    rewrite_attribute: bool = False
+    # The constructor to reroute (or route back) and the `__init__` around it.
     reroute: tuple[cst.FunctionDef, cst.Call] | None = None
 
 
@@ -235,7 +242,7 @@ class SubclassSeams(BackportCodemod):
                 continue
             (owner,) = found
             plan = _Plan(owner)
-            plan.insert_attribute = self._judge_attribute(seam, tree, owner)
+            plan.rewrite_attribute = self._judge_attribute(seam, tree, owner)
             plan.reroute = self._judge_construction(seam, owner)
             plans.append(plan)
         if self.drifted():
@@ -251,7 +258,8 @@ class SubclassSeams(BackportCodemod):
     def _judge_attribute(
         self, seam: Seam, tree: cst.Module, owner: cst.ClassDef
     ) -> bool:
-        """Record the attribute hunk's verdict; True when it must be inserted."""
+        """Record the attribute hunk's verdict; True when it must be inserted
+        or, reverting, removed."""
         hunk = seam.attribute_hunk
         expected = f"`{seam.attribute} = {seam.value}` in class {seam.owner}"
         bindings = class_bindings(owner, seam.attribute)
@@ -271,7 +279,7 @@ class SubclassSeams(BackportCodemod):
             return False
         if bindings:
             self.applied(hunk)
-            return False
+            return self.revert
         # The attribute reads its value when the class is created, so the
         # value must already exist by then.
         above = module_bindings(tree.body[: tree.body.index(owner)])
@@ -285,12 +293,13 @@ class SubclassSeams(BackportCodemod):
             )
             return False
         self.pending(hunk)
-        return True
+        return not self.revert
 
     def _judge_construction(
         self, seam: Seam, owner: cst.ClassDef
     ) -> tuple[cst.FunctionDef, cst.Call] | None:
-        """Record the construction hunk's verdict; what to reroute, if any."""
+        """Record the construction hunk's verdict; what to reroute (or, reverting,
+        route back), if any."""
         hunk = seam.construction_hunk
         where = f"{seam.owner}.__init__"
         inits = members_named(owner, cst.FunctionDef, "__init__")
@@ -356,12 +365,12 @@ class SubclassSeams(BackportCodemod):
                 f"{_argument_difference(call, spec_call, assignment)}; {remedy}",
             )
             return None
+        (init,) = inits
         if pending:
             self.pending(hunk)
-            (init,) = inits
-            return init, call
+            return None if self.revert else (init, call)
         self.applied(hunk)
-        return None
+        return (init, call) if self.revert else None
 
     # -- rewriting ----------------------------------------------------------
 
@@ -369,10 +378,9 @@ class SubclassSeams(BackportCodemod):
         owner = plan.owner
         if plan.reroute is not None:
             init, call = plan.reroute
+            callee = seam.value if self.revert else seam.seam
             rerouted = call.with_changes(
-                func=cst.parse_expression(
-                    seam.seam, config=self.module.config_for_parsing
-                )
+                func=cst.parse_expression(callee, config=self.module.config_for_parsing)
             )
             # Only `__init__` is walked: the class around it is large.
             new_init = init.deep_replace(call, rerouted)
@@ -381,8 +389,11 @@ class SubclassSeams(BackportCodemod):
             owner = owner.with_changes(
                 body=block.with_changes(body=replaced(block.body, init, new_init))
             )
-        if plan.insert_attribute:
-            owner = self._insert_attribute(seam, owner)
+        if plan.rewrite_attribute:
+            if self.revert:
+                owner = self._remove_attribute(seam, owner)
+            else:
+                owner = self._insert_attribute(seam, owner)
         return owner
 
     def _insert_attribute(self, seam: Seam, owner: cst.ClassDef) -> cst.ClassDef:
@@ -400,3 +411,47 @@ class SubclassSeams(BackportCodemod):
         else:
             members.append(attribute)
         return owner.with_changes(body=block.with_changes(body=members))
+
+    def _remove_attribute(self, seam: Seam, owner: cst.ClassDef) -> cst.ClassDef:
+        """The class without any binding of the attribute; where
+        `_insert_attribute` put it, the member after it gets its blank lines back."""
+        block = owner.body
+        assert isinstance(block, cst.IndentedBlock)
+        bindings = {id(binding) for binding in class_bindings(owner, seam.attribute)}
+        docstring = 1 if block.body and is_docstring(block.body[0]) else 0
+        members: list[cst.BaseStatement] = []
+        # Where the removed line stood (first in the class or not) and the
+        # blank lines above it, for the member that follows it.
+        gap: tuple[bool, list[cst.EmptyLine]] | None = None
+        for member in block.body:
+            if isinstance(member, cst.SimpleStatementLine):
+                kept = [small for small in member.body if id(small) not in bindings]
+                if not kept:
+                    # Comments above the attribute go with it.
+                    if gap is None:
+                        blank, _ = leading_blank_lines(member.leading_lines)
+                        gap = (len(members) == docstring, blank)
+                    continue
+                if len(kept) < len(member.body):
+                    last = kept[-1].with_changes(semicolon=cst.MaybeSentinel.DEFAULT)
+                    member = member.with_changes(body=[*kept[:-1], last])
+            if gap is not None:
+                member = _separated(member, *gap)
+                gap = None
+            members.append(member)
+        return owner.with_changes(body=block.with_changes(body=members))
+
+
+def _separated(
+    member: cst.BaseStatement, first: bool, removed: list[cst.EmptyLine]
+) -> cst.BaseStatement:
+    """The member that followed a removed line, separated from what precedes.
+
+    Where the edit inserts (first in the class, after any docstring), it takes
+    the removed line's blank lines, as `placed_before` gave them away; anywhere
+    else it keeps the wider of the two separations.
+    """
+    blank, rest = leading_blank_lines(member.leading_lines)
+    if first or len(removed) > len(blank):
+        blank = removed
+    return member.with_changes(leading_lines=[*blank, *rest])

@@ -45,16 +45,32 @@ Everything is judged by meaning, docstrings excluded. Upstream 0.28.0 ships a
 `_flashinfer_topk` that also logs, through a module `logger`, when FlashInfer
 is missing: that body is not the spec's, so on 0.28.0's file the helpers hunk
 is drift and the edit is refused rather than reported as done.
+
+Reverted, the method and the helpers go, and so do the imports the forward
+writes where it writes them (each on a line of its own, right before `import
+torch` or right after the `current_platform` import); an import found
+elsewhere or grouped with other names may predate the edit and stays. A name
+that other code in the file still reads is drift: removing it would break
+the module.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import libcst as cst
 import libcst.matchers as m
+from libcst.metadata import GlobalScope, MetadataWrapper, ScopeProvider
 
-from ._base import BackportCodemod, insert_before, placed_before, with_blank_lines
+from ._base import (
+    BackportCodemod,
+    insert_before,
+    leading_blank_lines,
+    placed_before,
+    with_blank_lines,
+)
+from ._meaning import describe, same_meaning, statements_of
 from ._names import members_named, module_bindings, named, origin_words
 
 # -- the spec's code ------------------------------------------------------
@@ -192,6 +208,153 @@ _IMPORT_PLATFORM = m.SimpleStatementLine(
 )
 
 
+# -- undoing the edit ----------------------------------------------------------
+
+Statement = TypeVar("Statement", bound=cst.BaseStatement)
+
+
+def _is_one_of(statement: cst.CSTNode, doomed: Sequence[cst.CSTNode]) -> bool:
+    return any(statement is d for d in doomed)
+
+
+def _without(
+    statements: Sequence[Statement], doomed: Sequence[cst.CSTNode]
+) -> list[Statement]:
+    """The statements less `doomed` (by identity), as before `placed_before`.
+
+    The statement after each removed run takes back the blank lines that
+    separated the run from what preceded it, and keeps its own comments;
+    comments written right above a removed statement go with it.
+    """
+    kept: list[Statement] = []
+    handed_back: list[cst.EmptyLine] | None = None
+    for statement in statements:
+        if _is_one_of(statement, doomed):
+            if handed_back is None:
+                handed_back = leading_blank_lines(statement.leading_lines)[0]
+            continue
+        if handed_back is not None:
+            _, own = leading_blank_lines(statement.leading_lines)
+            statement = statement.with_changes(leading_lines=[*handed_back, *own])
+            handed_back = None
+        kept.append(statement)
+    return kept
+
+
+def _without_helpers(body: Body, doomed: Sequence[cst.CSTNode]) -> Body:
+    """The module body less the helpers and their import, as before they came.
+
+    The forward leaves what follows the helpers as it was, except that it
+    gives it two blank lines when it had fewer. Where it now follows the
+    import block again, it gets back the blank lines isort's convention puts
+    there: two before a def or class (kept), one before anything else.
+    """
+    kept: Body = []
+    after_removed = False
+    for statement in body:
+        if _is_one_of(statement, doomed):
+            after_removed = True
+            continue
+        if after_removed and kept and _is_import_line(kept[-1]):
+            statement = _after_import_block(statement)
+        after_removed = False
+        kept.append(statement)
+    return kept
+
+
+def _after_import_block(statement: cst.BaseStatement) -> cst.BaseStatement:
+    """The statement with isort's spacing after an import block, where the
+    forward's two blank lines may stand for fewer: one before anything but a
+    def or class."""
+    if isinstance(statement, cst.FunctionDef | cst.ClassDef):
+        return statement
+    blank, own = leading_blank_lines(statement.leading_lines)
+    if len(blank) != 2:
+        return statement
+    return statement.with_changes(leading_lines=[blank[0], *own])
+
+
+class _Reads:
+    """Where the module reads its module-level names, worked out on first use."""
+
+    def __init__(self, tree: cst.Module) -> None:
+        self.tree = tree
+        self._scope: GlobalScope | None = None
+
+    def elsewhere(self, name: str, leaving: Sequence[cst.CSTNode]) -> list[str]:
+        """The module's definitions that read `name`, those in `leaving` (code
+        the revert removes) left out; a read outside any definition is named
+        by its statement."""
+        if self._scope is None:
+            wrapper = MetadataWrapper(self.tree, unsafe_skip_copy=True)
+            scope = wrapper.resolve(ScopeProvider)[self.tree]
+            assert isinstance(scope, GlobalScope)
+            self._scope = scope
+        gone = _node_ids(leaving)
+        reads = {
+            id(access.node)
+            for assignment in self._scope.assignments[name]
+            for access in assignment.references
+        } - gone
+        if not reads:
+            return []
+        readers: list[str] = []
+        for statement in self.tree.body:
+            if not _node_ids([statement]) & reads:
+                continue
+            if isinstance(statement, cst.ClassDef):
+                members = [
+                    f"`{statement.name.value}.{member.name.value}`"
+                    for member in statements_of(statement.body)
+                    if isinstance(member, cst.FunctionDef | cst.ClassDef)
+                    and _node_ids([member]) & reads
+                ]
+                readers += members or [f"`{statement.name.value}`"]
+            elif isinstance(statement, cst.FunctionDef):
+                readers.append(f"`{statement.name.value}`")
+            else:
+                readers.append(describe(statement))
+        return readers
+
+
+def _node_ids(nodes: Sequence[cst.CSTNode]) -> set[int]:
+    ids: set[int] = set()
+
+    class Collect(cst.CSTVisitor):
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            ids.add(id(node))
+            return True
+
+    for node in nodes:
+        node.visit(Collect())
+    return ids
+
+
+# What reads a name the revert removes does not count when it is the edit's
+# own code: it goes too, or, written another way, is drift of its own hunk.
+
+
+def _helpers_of(body: Body) -> list[cst.FunctionDef]:
+    """The module's top-level `_flashinfer_topk` and `_topk`."""
+    return [f for name in HELPERS for f in named(body, cst.FunctionDef, name)]
+
+
+def _methods_of(body: Body) -> list[cst.FunctionDef]:
+    """`LogitsProcessor.get_top_k_tokens`."""
+    return [
+        method
+        for cls in named(body, cst.ClassDef, CLASS)
+        for method in members_named(cls, cst.FunctionDef, METHOD)
+    ]
+
+
+def _undo(rewrite: Callable[[Body], Body]) -> Apply:
+    def apply(body: Body, before: Inserts, after: Inserts) -> None:
+        body[:] = rewrite(body)
+
+    return apply
+
+
 class VocabParallelTopK(BackportCodemod):
     EDIT = "vocab-parallel-topk"
     PATH = "vllm/model_executor/layers/logits_processor.py"
@@ -199,10 +362,13 @@ class VocabParallelTopK(BackportCodemod):
         "LogitsProcessor.get_top_k_tokens: vocab-parallel top-k without an "
         "all-gather of the full logits"
     )
+    #: What reads the names a revert would remove; set by `backport`.
+    reads: _Reads
 
     def backport(self, tree: cst.Module) -> cst.Module:
         body = list(tree.body)
         bindings = module_bindings(tree.body)
+        self.reads = _Reads(tree)
         edits = [
             self._imports(body, bindings),
             self._helpers(body, bindings),
@@ -222,7 +388,8 @@ class VocabParallelTopK(BackportCodemod):
 
     # Each hunk gives its verdict and returns how to apply it (a no-op when
     # already applied), or None on drift, so that every hunk is judged before
-    # anything is written.
+    # anything is written. Reverting, it is the applied hunks that return how
+    # to undo them, and the pending ones that are left alone.
 
     def _imports(self, body: Body, bindings: dict[str, list[str]]) -> Apply | None:
         hunk = "imports"
@@ -243,12 +410,14 @@ class VocabParallelTopK(BackportCodemod):
                 "; ".join(conflicts) + " (import them from those modules)",
             )
             return None
-        if not missing:
-            self.applied(hunk)
-            return _nothing
         torch = next(
             (i for i, stmt in enumerate(body) if m.matches(stmt, _IMPORT_TORCH)), None
         )
+        if not missing:
+            if self.revert:
+                return self._unimport(hunk, body, bindings, torch)
+            self.applied(hunk)
+            return _nothing
         if torch is None:
             self.drift(
                 hunk,
@@ -257,6 +426,8 @@ class VocabParallelTopK(BackportCodemod):
             )
             return None
         self.pending(hunk)
+        if self.revert:
+            return _nothing
         lines = [IMPORTS[name][1] for name in missing]
 
         def apply(body: Body, before: Inserts, after: Inserts) -> None:
@@ -266,6 +437,39 @@ class VocabParallelTopK(BackportCodemod):
             before.setdefault(torch, []).extend(new)
 
         return apply
+
+    def _unimport(
+        self, hunk: str, body: Body, bindings: dict[str, list[str]], torch: int | None
+    ) -> Apply | None:
+        """Undo: the imports as the forward writes them, each a statement of
+        its own among the imports right before `import torch`, go; `import
+        torch` takes back the blank lines they took from it. Elsewhere or
+        grouped with other names, an import may predate the edit (only what
+        was missing is added) and stays."""
+        start = torch if torch is not None else 0
+        while start > 0 and _is_import_line(body[start - 1]):
+            start -= 1
+        right_before_torch = body[start:torch] if torch is not None else []
+        doomed: Body = []
+        readers: list[str] = []
+        for name, (_, line) in IMPORTS.items():
+            own = [s for s in right_before_torch if same_meaning(s, line)]
+            doomed += own
+            if not own or len(own) < len(bindings[name]):
+                continue  # nothing to remove, or still imported otherwise
+            users = self.reads.elsewhere(name, leaving=_helpers_of(body))
+            if users:
+                readers.append(f"`{name}` read by {', '.join(users)}")
+        if readers:
+            self.drift(
+                hunk,
+                "`Callable` and `cache` read by nothing but the top-k helpers, "
+                "so that their imports can go with them",
+                "; ".join(readers) + " (removing the import would break it)",
+            )
+            return None
+        self.applied(hunk)
+        return _undo(lambda body: _without(body, doomed))
 
     def _helpers(self, body: Body, bindings: dict[str, list[str]]) -> Apply | None:
         hunk = "top-k helpers"
@@ -295,6 +499,8 @@ class VocabParallelTopK(BackportCodemod):
                     "the helpers without it (`_flashinfer_topk` would raise NameError)",
                 )
                 return None
+            if self.revert:
+                return self._unhelp(hunk, body, bindings, list(present.values()))
             self.applied(hunk)
             return _nothing
         if present:
@@ -319,6 +525,8 @@ class VocabParallelTopK(BackportCodemod):
             )
             return None
         self.pending(hunk)
+        if self.revert:
+            return _nothing
         # The helpers go after the whole import block the anchor sits in, so
         # they never split imports (the block ends at the anchor in 0.27.1).
         last_import = anchor
@@ -341,6 +549,47 @@ class VocabParallelTopK(BackportCodemod):
 
         return apply
 
+    def _unhelp(
+        self,
+        hunk: str,
+        body: Body,
+        bindings: dict[str, list[str]],
+        helpers: list[cst.FunctionDef],
+    ) -> Apply | None:
+        """Undo: both helpers go, and the `has_flashinfer` import with them
+        when it is where the forward writes it, right after the
+        `current_platform` import (elsewhere, it may predate the edit)."""
+        anchor = next(
+            (i for i, stmt in enumerate(body) if m.matches(stmt, _IMPORT_PLATFORM)),
+            None,
+        )
+        doomed: Body = list(helpers)
+        names = list(HELPERS)
+        if (
+            anchor is not None
+            and anchor + 1 < len(body)
+            and same_meaning(body[anchor + 1], HAS_FLASHINFER)
+        ):
+            doomed.append(body[anchor + 1])
+            if len(bindings["has_flashinfer"]) == 1:
+                names.append("has_flashinfer")
+        leaving = [*_helpers_of(body), *_methods_of(body)]
+        readers = [
+            f"`{name}` read by {', '.join(users)}"
+            for name in names
+            if (users := self.reads.elsewhere(name, leaving))
+        ]
+        if readers:
+            self.drift(
+                hunk,
+                "the top-k helpers and `has_flashinfer` read by nothing but "
+                f"the helpers and `{CLASS}.{METHOD}`, so that they can go",
+                "; ".join(readers) + " (removing them would break it)",
+            )
+            return None
+        self.applied(hunk)
+        return _undo(lambda body: _without_helpers(body, doomed))
+
     def _method(self, body: Body, bindings: dict[str, list[str]]) -> Apply | None:
         hunk = "get_top_k_tokens"
         classes = named(body, cst.ClassDef, CLASS)
@@ -359,6 +608,15 @@ class VocabParallelTopK(BackportCodemod):
             return None
         if methods:
             self.applied(hunk)
+            if self.revert:
+                # Undo: the method goes, and the member after it takes back
+                # the blank lines the method took from it.
+                def undo(body: Body) -> Body:
+                    members = _without(cls.body.body, methods)
+                    new_cls = cls.with_changes(body=cls.body.with_changes(body=members))
+                    return [new_cls if s is cls else s for s in body]
+
+                return _undo(undo)
             return _nothing
 
         anchors = members_named(cls, cst.FunctionDef, METHOD_ANCHOR)
@@ -386,6 +644,8 @@ class VocabParallelTopK(BackportCodemod):
             )
             return None
         self.pending(hunk)
+        if self.revert:
+            return _nothing
 
         def apply(body: Body, before: Inserts, after: Inserts) -> None:
             wrapper = self.statement("class _:\n" + GET_TOP_K_TOKENS)

@@ -33,10 +33,13 @@ def _case(transform: Transform) -> CodemodTest:
 
 
 def assert_patched(transform: Transform, before: str, after: str) -> None:
-    """`before` becomes `after`, which the codemod then leaves alone."""
+    """`before` becomes `after`, which the codemod then leaves alone; reverting
+    `after` gives back `before` exactly, and leaves `before` alone."""
     case = _case(transform)
     case.assertCodemod(before, after)
     case.assertCodemod(after, after)
+    case.assertCodemod(after, before, revert=True)
+    case.assertCodemod(before, before, revert=True)
 
 
 def assert_left_alone(transform: Transform, source: str) -> None:

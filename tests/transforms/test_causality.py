@@ -1,8 +1,11 @@
+import libcst as cst
 import pytest
+from libcst.codemod import CodemodTest
 
+from dflash2_backport.transforms._base import EditRefused
 from dflash2_backport.transforms.causality import Causality
 
-from ._cases import assert_left_alone, assert_patched, refusal
+from ._cases import assert_left_alone, assert_patched, refusal, swap
 
 OLD_FUNCTION = '''
 def _dflash_layer_causal(config: Qwen3Config, layer_idx: int) -> bool:
@@ -78,8 +81,18 @@ COSMETIC = {
             return bool(layer_types) and layer_types[layer_idx] == _SLIDING_ATTENTION
         ''',
     ),
-    "single quotes and a reworded docstring": (
-        """
+    "two-space indentation is kept": (two_space(OLD_FUNCTION), two_space(NEW_FUNCTION)),
+    "a method of the same name elsewhere is not the target": (
+        "class Other:\n"
+        "    def _dflash_layer_causal(self):\n"
+        "        return True\n" + PENDING,
+        "class Other:\n"
+        "    def _dflash_layer_causal(self):\n"
+        "        return True\n" + APPLIED,
+    ),
+}
+
+_SINGLE_QUOTES = """
         def _dflash_layer_causal(config: Qwen3Config, layer_idx: int) -> bool:
             '''Decide whether layer `layer_idx` attends causally.'''
             override = (getattr(config, 'dflash_config', None) or {}).get('causal')
@@ -87,23 +100,8 @@ COSMETIC = {
                 return override
             layer_types = getattr(config, 'layer_types', None)
             return bool(layer_types) and layer_types[layer_idx] == _SLIDING_ATTENTION
-        """,
-        '''
-        def _dflash_layer_causal(config: Qwen3Config, layer_idx: int) -> bool:
-            """Resolve explicit causality before falling back to legacy layer defaults."""
-            is_causal = getattr(config, "is_causal", None)
-            if is_causal is not None:
-                return bool(is_causal)
-            override = (getattr(config, 'dflash_config', None) or {}).get('causal')
-            if override is not None:
-                return bool(override)
-            layer_types = getattr(config, 'layer_types', None)
-            return bool(layer_types) and layer_types[layer_idx] == _SLIDING_ATTENTION
-        ''',
-    ),
-    "no docstring at all": (OLD_FUNCTION.replace(OLD_DOCSTRING, ""), NEW_FUNCTION),
-    "extra blank lines, other wrapping, trailing commas, parentheses": (
-        '''
+        """
+_REWRAPPED = '''
         def _dflash_layer_causal(
             config: Qwen3Config,
             layer_idx: int,
@@ -121,7 +119,41 @@ COSMETIC = {
                 bool(layer_types)
                 and layer_types[layer_idx] == _SLIDING_ATTENTION
             )
+        '''
+
+# Patched, but the edit overwrites what a revert cannot know again: any
+# docstring, or none, gives way to the edited one, and `bool(override)`
+# replaces the raw value however it was written. Reverting gives 0.27.1's
+# docstring and a plain `override`, every other line as it was.
+# before -> after -> reverted
+LOSSY = {
+    "single quotes and a reworded docstring": (
+        _SINGLE_QUOTES,
+        '''
+        def _dflash_layer_causal(config: Qwen3Config, layer_idx: int) -> bool:
+            """Resolve explicit causality before falling back to legacy layer defaults."""
+            is_causal = getattr(config, "is_causal", None)
+            if is_causal is not None:
+                return bool(is_causal)
+            override = (getattr(config, 'dflash_config', None) or {}).get('causal')
+            if override is not None:
+                return bool(override)
+            layer_types = getattr(config, 'layer_types', None)
+            return bool(layer_types) and layer_types[layer_idx] == _SLIDING_ATTENTION
         ''',
+        swap(
+            _SINGLE_QUOTES,
+            "'''Decide whether layer `layer_idx` attends causally.'''",
+            OLD_DOCSTRING.strip(),
+        ),
+    ),
+    "no docstring at all": (
+        OLD_FUNCTION.replace(OLD_DOCSTRING, ""),
+        NEW_FUNCTION,
+        OLD_FUNCTION,
+    ),
+    "extra blank lines, other wrapping, trailing commas, parentheses": (
+        _REWRAPPED,
         '''
         def _dflash_layer_causal(
             config: Qwen3Config,
@@ -144,15 +176,7 @@ COSMETIC = {
                 and layer_types[layer_idx] == _SLIDING_ATTENTION
             )
         ''',
-    ),
-    "two-space indentation is kept": (two_space(OLD_FUNCTION), two_space(NEW_FUNCTION)),
-    "a method of the same name elsewhere is not the target": (
-        "class Other:\n"
-        "    def _dflash_layer_causal(self):\n"
-        "        return True\n" + PENDING,
-        "class Other:\n"
-        "    def _dflash_layer_causal(self):\n"
-        "        return True\n" + APPLIED,
+        swap(_REWRAPPED, "return (override)", "return override"),
     ),
 }
 
@@ -170,6 +194,76 @@ APPLIED_VARIANTS = {
             layer_types = getattr(config, 'layer_types', None)
             return bool(layer_types) and layer_types[layer_idx] == _SLIDING_ATTENTION
         ''',
+    "no docstring, comments, one-line ifs, parentheses": """
+        def _dflash_layer_causal(config: Qwen3Config, layer_idx: int) -> bool:
+            # DFlash2 states it at the top level
+            is_causal = getattr(config, "is_causal", None)
+            if is_causal is not None: return bool(is_causal)
+
+            # an explicit setting wins
+            override = (getattr(config, "dflash_config", None) or {}).get("causal")
+            if override is not None:
+                return(bool(override))  # set by the checkpoint
+            layer_types = getattr(config, "layer_types", None)
+            return bool(layer_types) and layer_types[layer_idx] == _SLIDING_ATTENTION
+        """,
+    "docstring and is_causal on one line, a comment above them": '''
+        def _dflash_layer_causal(config: Qwen3Config, layer_idx: int) -> bool:
+            # a DFlash2 config may state it at the top level
+            """Resolve explicit causality."""; is_causal = getattr(config, "is_causal", None)
+            if is_causal is not None:
+                return bool(is_causal)
+            override = (getattr(config, "dflash_config", None) or {}).get("causal")
+            if override is not None:
+                return bool(override)
+            layer_types = getattr(config, "layer_types", None)
+            return bool(layer_types) and layer_types[layer_idx] == _SLIDING_ATTENTION
+        ''',
+}
+
+# Reverted by meaning: the `is_causal` lines (and comments on them) go,
+# 0.27.1's docstring comes first and the override is raw again; the rest keeps
+# its formatting and comments. applied -> reverted
+REVERTED = {
+    "upstream docstring reworded, comments, single quotes": (
+        APPLIED_VARIANTS["upstream docstring reworded, comments, single quotes"],
+        '''
+        def _dflash_layer_causal(config: Qwen3Config, layer_idx: int) -> bool:
+            """``dflash_config.causal`` overrides all layers; else only SWA layers causal."""
+            override = (getattr(config, 'dflash_config', None) or {}).get('causal')
+            if override is not None:
+                return override
+            layer_types = getattr(config, 'layer_types', None)
+            return bool(layer_types) and layer_types[layer_idx] == _SLIDING_ATTENTION
+        ''',
+    ),
+    "no docstring, comments, one-line ifs, parentheses": (
+        APPLIED_VARIANTS["no docstring, comments, one-line ifs, parentheses"],
+        '''
+        def _dflash_layer_causal(config: Qwen3Config, layer_idx: int) -> bool:
+            """``dflash_config.causal`` overrides all layers; else only SWA layers causal."""
+
+            # an explicit setting wins
+            override = (getattr(config, "dflash_config", None) or {}).get("causal")
+            if override is not None:
+                return(override)  # set by the checkpoint
+            layer_types = getattr(config, "layer_types", None)
+            return bool(layer_types) and layer_types[layer_idx] == _SLIDING_ATTENTION
+        ''',
+    ),
+    "docstring and is_causal on one line, a comment above them": (
+        APPLIED_VARIANTS["docstring and is_causal on one line, a comment above them"],
+        '''
+        def _dflash_layer_causal(config: Qwen3Config, layer_idx: int) -> bool:
+            # a DFlash2 config may state it at the top level
+            """``dflash_config.causal`` overrides all layers; else only SWA layers causal."""
+            override = (getattr(config, "dflash_config", None) or {}).get("causal")
+            if override is not None:
+                return override
+            layer_types = getattr(config, "layer_types", None)
+            return bool(layer_types) and layer_types[layer_idx] == _SLIDING_ATTENTION
+        ''',
+    ),
 }
 
 _FALLBACK = """\
@@ -234,3 +328,39 @@ def test_refusal_names_the_statement_that_differs() -> None:
     message = str(refusal(Causality, DRIFT["a changed fallback below the anchor"]))
     assert "'full_attention'" in message
     assert "0.27.1's" in message
+
+
+def _case() -> CodemodTest:
+    return type("Case", (CodemodTest,), {"TRANSFORM": Causality})()
+
+
+def assert_reverted(applied: str, reverted: str) -> None:
+    """Reverting `applied` gives `reverted`, which a revert then leaves alone."""
+    case = _case()
+    case.assertCodemod(applied, reverted, revert=True)
+    case.assertCodemod(reverted, reverted, revert=True)
+
+
+@pytest.mark.parametrize("before,after,reverted", LOSSY.values(), ids=LOSSY.keys())
+def test_what_the_edit_overwrote_reverts_to_0271s(
+    before: str, after: str, reverted: str
+) -> None:
+    case = _case()
+    case.assertCodemod(before, after)
+    case.assertCodemod(after, after)
+    case.assertCodemod(before, before, revert=True)
+    assert_reverted(after, reverted)
+
+
+@pytest.mark.parametrize("applied,reverted", REVERTED.values(), ids=REVERTED.keys())
+def test_applied_function_written_differently_is_reverted_by_meaning(
+    applied: str, reverted: str
+) -> None:
+    assert_reverted(applied, reverted)
+
+
+@pytest.mark.parametrize("source", DRIFT.values(), ids=DRIFT.keys())
+def test_reverting_refuses_the_same_functions(source: str) -> None:
+    with pytest.raises(EditRefused) as refused:
+        Causality(revert=True).transform_module(cst.parse_module(source))
+    assert [v.hunk for v in refused.value.drifted] == ["is_causal first"]

@@ -1,9 +1,20 @@
+import libcst as cst
 import pytest
+from libcst.codemod import CodemodTest
 
-from dflash2_backport.transforms._base import State
+from dflash2_backport.transforms._base import EditRefused, State
+from dflash2_backport.transforms._meaning import same_meaning
 from dflash2_backport.transforms.draft_logit_cache import DraftLogitCache
 
-from ._cases import assert_left_alone, assert_patched, refusal, swap, verdicts
+from ._cases import (
+    assert_left_alone,
+    assert_patched,
+    refusal,
+    swap,
+    swapped,
+    verdicts,
+)
+from .test_speculator_selection import assert_reverted
 
 INIT = """
 class BaseSpeculator(ABC):
@@ -60,9 +71,7 @@ ANCHOR_METHOD = """
 PENDING = INIT + ZEROS_ALLOCATION + OTHER_METHOD + ANCHOR_METHOD
 APPLIED = INIT + FULL_ALLOCATION + OTHER_METHOD + HOOK + ANCHOR_METHOD
 
-COSMETIC = {
-    "one-line allocation, comment above it, no trailing comma": (
-        """
+ONE_LINE = """
         class DraftModelSpeculator(BaseSpeculator):
             def __init__(self, vllm_config, device):
                 if self.speculative_config.draft_sample_method == 'probabilistic':
@@ -73,8 +82,8 @@ COSMETIC = {
 
             def _validate_local_argmax_reduction(self) -> None:
                 return
-        """,
-        '''
+        """
+ONE_LINE_APPLIED = '''
         class DraftModelSpeculator(BaseSpeculator):
             def __init__(self, vllm_config, device):
                 if self.speculative_config.draft_sample_method == 'probabilistic':
@@ -102,10 +111,8 @@ COSMETIC = {
 
             def _validate_local_argmax_reduction(self) -> None:
                 return
-        ''',
-    ),
-    "members reordered, anchor first after a comment, extra blank lines": (
-        """
+        '''
+SPREAD_OUT = """
         class DraftModelSpeculator(BaseSpeculator):
             # Checks run at load time.
             def _validate_local_argmax_reduction(self) -> None:
@@ -121,8 +128,8 @@ COSMETIC = {
                     dtype=torch.float32,
                     device=device
                 )
-        """,
-        '''
+        """
+SPREAD_OUT_APPLIED = '''
         class DraftModelSpeculator(BaseSpeculator):
             def draft_logits_spec(self, vllm_config: VllmConfig) -> tuple[torch.dtype, float]:
                 """Dtype and fill for the cached proposal distribution.
@@ -149,7 +156,59 @@ COSMETIC = {
                     dtype=dtype,
                     device=device,
                 )
-        ''',
+        '''
+
+
+def relaid(before: str, *changes: tuple[str, str]) -> str:
+    """`before` with its allocation laid out as 0.27.1 lays it out."""
+    text = swapped(before, *changes)
+    assert same_meaning(text, before)
+    return text
+
+
+ONE_LINE_RELAID = relaid(
+    ONE_LINE,
+    (
+        "torch.zeros(self.max_num_reqs, self.num_speculative_steps, "
+        "self.vocab_size, dtype=torch.float32, device=device)",
+        "torch.zeros(\n"
+        "                        self.max_num_reqs,\n"
+        "                        self.num_speculative_steps,\n"
+        "                        self.vocab_size,\n"
+        "                        dtype=torch.float32,\n"
+        "                        device=device,\n"
+        "                    )",
+    ),
+)
+SPREAD_OUT_RELAID = relaid(
+    SPREAD_OUT,
+    ("(self.max_num_reqs),", "self.max_num_reqs,"),
+    ("device=device\n", "device=device,\n"),
+)
+
+COSMETIC = {
+    "comment above the allocation and at the end of it, else branch": (
+        ONE_LINE_RELAID,
+        ONE_LINE_APPLIED,
+    ),
+    "members reordered, anchor first after a comment, extra blank lines": (
+        SPREAD_OUT_RELAID,
+        SPREAD_OUT_APPLIED,
+    ),
+}
+# The edit writes the spec's allocation in place of the file's, so one laid
+# out unlike 0.27.1's is reverted to 0.27.1's layout: the same code, and the
+# rest of the file as it was. Each case: before, after, reverted.
+RELAID_OUT = {
+    "one-line allocation, comment above it, no trailing comma": (
+        ONE_LINE,
+        ONE_LINE_APPLIED,
+        ONE_LINE_RELAID,
+    ),
+    "parenthesized dimension, no trailing comma, members reordered": (
+        SPREAD_OUT,
+        SPREAD_OUT_APPLIED,
+        SPREAD_OUT_RELAID,
     ),
 }
 
@@ -239,6 +298,56 @@ class BaseSpeculator(ABC):
 """,
 }
 
+# Applied another way, or in part: reverting gives 0.27.1's code by meaning.
+REVERTED = {
+    "upstream's comment above, reworded docstring, hook placed last": (
+        APPLIED_VARIANTS[
+            "upstream's comment above, reworded docstring, hook placed last"
+        ],
+        """
+        class DraftModelSpeculator(BaseSpeculator):
+            def __init__(self, vllm_config, device):
+                if self.speculative_config.draft_sample_method == "probabilistic":
+                    # Pre-temperature logits, cached from the previous decode step.
+                    self.draft_logits = torch.zeros(
+                        self.max_num_reqs,
+                        self.num_speculative_steps,
+                        self.vocab_size,
+                        dtype=torch.float32,
+                        device=device,
+                    )
+
+            def _validate_local_argmax_reduction(self) -> None:
+                return
+        """,
+    ),
+    # A comment at the end of the lookup's line is about the lookup.
+    "comments on the lookup and between it and the allocation": (
+        speculator(
+            "        # Sized by the hook.\n"
+            "        dtype, fill = self.draft_logits_spec(vllm_config)  # per class\n"
+            "\n"
+            "        # Cached proposal distribution.\n" + FULL,
+            HOOK,
+            ANCHOR,
+        ),
+        speculator(
+            "        # Sized by the hook.\n"
+            "\n"
+            "        # Cached proposal distribution.\n" + ZEROS,
+            ANCHOR,
+        ),
+    ),
+    "only the hook added": (
+        INIT + ZEROS_ALLOCATION + OTHER_METHOD + HOOK + ANCHOR_METHOD,
+        PENDING,
+    ),
+    "only the buffer allocated through the hook": (
+        INIT + FULL_ALLOCATION + OTHER_METHOD + ANCHOR_METHOD,
+        PENDING,
+    ),
+}
+
 PATCHED = {"the hook is added and the buffer allocated through it": (PENDING, APPLIED)}
 PATCHED.update(COSMETIC)
 LEFT_ALONE = {"the edited speculator": APPLIED, **APPLIED_VARIANTS}
@@ -249,6 +358,26 @@ def test_pending_speculator_is_patched_then_left_alone(before: str, after: str) 
     assert_patched(DraftLogitCache, before, after)
 
 
+@pytest.mark.parametrize(
+    "before,after,reverted", RELAID_OUT.values(), ids=RELAID_OUT.keys()
+)
+def test_allocation_laid_out_otherwise_is_reverted_in_0271_layout(
+    before: str, after: str, reverted: str
+) -> None:
+    case = type("Case", (CodemodTest,), {"TRANSFORM": DraftLogitCache})()
+    case.assertCodemod(before, after)
+    case.assertCodemod(after, after)
+    case.assertCodemod(after, reverted, revert=True)
+    case.assertCodemod(before, before, revert=True)
+
+
+@pytest.mark.parametrize("applied,reverted", REVERTED.values(), ids=REVERTED.keys())
+def test_applied_speculator_written_otherwise_is_reverted_by_meaning(
+    applied: str, reverted: str
+) -> None:
+    assert_reverted(DraftLogitCache, applied, reverted)
+
+
 @pytest.mark.parametrize("source", LEFT_ALONE.values(), ids=LEFT_ALONE.keys())
 def test_applied_speculator_is_left_alone(source: str) -> None:
     assert_left_alone(DraftLogitCache, source)
@@ -257,6 +386,13 @@ def test_applied_speculator_is_left_alone(source: str) -> None:
 @pytest.mark.parametrize("source", DRIFT.values(), ids=DRIFT.keys())
 def test_semantic_variants_are_refused(source: str) -> None:
     assert refusal(DraftLogitCache, source).edit == "draft-logit-cache"
+
+
+@pytest.mark.parametrize("source", DRIFT.values(), ids=DRIFT.keys())
+def test_semantic_variants_are_refused_when_reverting_too(source: str) -> None:
+    tree = cst.parse_module(CodemodTest.make_fixture_data(source))
+    with pytest.raises(EditRefused):
+        DraftLogitCache(revert=True).transform_module(tree)
 
 
 def test_head_dtype_hook_is_named_in_the_refusal() -> None:

@@ -1,7 +1,8 @@
+import libcst as cst
 import pytest
 from libcst.codemod import CodemodTest
 
-from dflash2_backport.transforms._base import State
+from dflash2_backport.transforms._base import EditRefused, State
 from dflash2_backport.transforms.gumbel import GumbelNoisedArgmax
 
 from ._cases import (
@@ -281,3 +282,87 @@ def test_a_crlf_file_stays_crlf_inside_the_inserted_docstring() -> None:
     crlf = CodemodTest.make_fixture_data(PENDING).replace("\n", "\r\n")
     expected = CodemodTest.make_fixture_data(APPLIED).replace("\n", "\r\n")
     assert output(GumbelNoisedArgmax, crlf) == expected
+
+
+# -- revert ------------------------------------------------------------------
+
+
+def reverted(source: str) -> str:
+    """What the revert writes for a fixture; raises the refusal if it refuses."""
+    codemod = GumbelNoisedArgmax(revert=True)
+    tree = cst.parse_module(CodemodTest.make_fixture_data(source))
+    return codemod.transform_module(tree).code
+
+
+REVERTED_BY_MEANING = {
+    **{
+        name: (ALREADY_APPLIED[name], PENDING)
+        for name in (
+            "upstream 0.28.0's extra comment",
+            "reworded docstring, single quotes, parameters on one line",
+        )
+    },
+    "a comment right above the function goes with it": (
+        swap(
+            APPLIED,
+            "\n@triton.jit\ndef gumbel_noised_argmax(",
+            "\n# Shared with the draft walk.\n@triton.jit\ndef gumbel_noised_argmax(",
+        ),
+        PENDING,
+    ),
+    "moved to the end of the file": (
+        HEADER + BLOCK_ARGMAX + NEW_FUNCTION,
+        HEADER + BLOCK_ARGMAX,
+    ),
+}
+
+REVERT_REFUSED = {
+    "called by gumbel_block_argmax (upstream's layout)": (
+        ALREADY_APPLIED[
+            "after gumbel_block_argmax, which calls it (upstream's layout)"
+        ],
+        "`gumbel_block_argmax`",
+    ),
+    "bound to another module-level name": (
+        APPLIED + "\n\nnoised_argmax = gumbel_noised_argmax\n",
+        "'noised_argmax = gumbel_noised_argmax'",
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    "source,expected", REVERTED_BY_MEANING.values(), ids=REVERTED_BY_MEANING.keys()
+)
+def test_an_applied_form_written_otherwise_is_reverted_by_meaning(
+    source: str, expected: str
+) -> None:
+    assert verdicts(GumbelNoisedArgmax, source) == {HUNK: State.APPLIED}
+    assert reverted(source) == CodemodTest.make_fixture_data(expected)
+    assert reverted(expected) == CodemodTest.make_fixture_data(expected)
+
+
+@pytest.mark.parametrize("source,caller", REVERT_REFUSED.values(), ids=REVERT_REFUSED)
+def test_a_function_other_code_calls_is_not_removed(source: str, caller: str) -> None:
+    assert_left_alone(GumbelNoisedArgmax, source)
+    with pytest.raises(EditRefused) as refused:
+        reverted(source)
+    (drifted,) = refused.value.drifted
+    assert drifted.hunk == HUNK
+    assert caller in drifted.reason
+
+
+def test_a_crlf_file_is_reverted_byte_for_byte() -> None:
+    crlf = CodemodTest.make_fixture_data(APPLIED).replace("\n", "\r\n")
+    expected = CodemodTest.make_fixture_data(PENDING).replace("\n", "\r\n")
+    codemod = GumbelNoisedArgmax(revert=True)
+    assert codemod.transform_module(cst.parse_module(crlf)).code == expected
+
+
+@pytest.mark.parametrize("before,after", PATCHED.values(), ids=PATCHED.keys())
+def test_revert_gives_the_same_verdicts(before: str, after: str) -> None:
+    for source, state in ((before, State.PENDING), (after, State.APPLIED)):
+        codemod = GumbelNoisedArgmax(revert=True)
+        codemod.transform_module(
+            cst.parse_module(CodemodTest.make_fixture_data(source))
+        )
+        assert {v.hunk: v.state for v in codemod.verdicts} == {HUNK: state}

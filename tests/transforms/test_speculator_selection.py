@@ -1,9 +1,10 @@
 import textwrap
 
+import libcst as cst
 import pytest
 from libcst.codemod import CodemodTest
 
-from dflash2_backport.transforms._base import State
+from dflash2_backport.transforms._base import EditRefused, State
 from dflash2_backport.transforms.speculator_selection import (
     SpeculatorSelection,
     V2RunnerForcing,
@@ -218,6 +219,38 @@ SELECTION_DRIFT = {
     "two dflash arms": SELECTOR + DFLASH1_ARM + swap(DFLASH1_ARM, "if ", "elif "),
     "no init_speculator": swap(SELECTOR, "init_speculator", "build_speculator")
     + DFLASH1_ARM,
+}
+
+# Applied another way: reverting gives 0.27.1's code by meaning.
+SELECTION_REVERTED = {
+    "comment above the DFlash2 branch, blank line after it": (
+        """
+        def init_speculator(vllm_config, device):
+            speculative_config = vllm_config.speculative_config
+            if speculative_config.method == "dflash":  # block diffusion
+                # DFlash2 checkpoints first.
+                if "DFlash2DraftModel" in (
+                    speculative_config.draft_model_config.architectures
+                ):
+                    from vllm.v1.worker.gpu.spec_decode.dflash2.speculator import DFlash2Speculator
+                    return DFlash2Speculator(vllm_config, device)
+
+                # DFlash1 speculator
+                from vllm.v1.worker.gpu.spec_decode.dflash.speculator import DFlashSpeculator
+                return DFlashSpeculator(vllm_config, device)
+        """,
+        # The blank line after the DFlash2 branch belongs to the fallback's
+        # lines, which the revert leaves as they are.
+        """
+        def init_speculator(vllm_config, device):
+            speculative_config = vllm_config.speculative_config
+            if speculative_config.method == "dflash":  # block diffusion
+
+                # DFlash1 speculator
+                from vllm.v1.worker.gpu.spec_decode.dflash.speculator import DFlashSpeculator
+                return DFlashSpeculator(vllm_config, device)
+        """,
+    ),
 }
 
 
@@ -441,6 +474,46 @@ class VllmConfig:
 }
 
 
+# Applied another way, or in part: reverting gives 0.27.1's code by meaning.
+CONFIG_REVERTED = {
+    "reworded docstring, single quotes, helper placed last": (
+        CONFIG_APPLIED_VARIANTS[
+            "reworded docstring, single quotes, helper placed last"
+        ],
+        """
+        class VllmConfig:
+            @property
+            def use_v2_model_runner(self) -> bool:
+                if self._dflash_needs_multi_kv_group():
+                    return True
+                return False
+
+            def _dflash_needs_multi_kv_group(self) -> bool:
+                return False
+        """,
+    ),
+    "helper placed first, after a comment of its own": (
+        swapped(
+            CONFIG_APPLIED,
+            (HELPER + ANCHOR, ANCHOR),
+            (
+                "class VllmConfig:\n",
+                "class VllmConfig:\n    # DFlash2 detection." + HELPER + "\n",
+            ),
+        ),
+        CONFIG_PENDING,
+    ),
+    "only the branch applied": (
+        swap(CONFIG_APPLIED, HELPER, ""),
+        CONFIG_PENDING,
+    ),
+    "only the helper applied": (
+        swap(CONFIG_APPLIED, BRANCH, ""),
+        CONFIG_PENDING,
+    ),
+}
+
+
 # -- both files ------------------------------------------------------------
 
 
@@ -468,6 +541,16 @@ LEFT_ALONE = both(
     {"the edited config": CONFIG_APPLIED} | CONFIG_APPLIED_VARIANTS,
 )
 DRIFT = both(SELECTION_DRIFT, CONFIG_DRIFT)
+REVERTED = both(SELECTION_REVERTED, CONFIG_REVERTED)
+
+
+def assert_reverted(transform, applied: str, reverted: str) -> None:
+    """Reverting `applied` gives `reverted`, which reverting then leaves alone
+    and which the codemod judges pending throughout, as it judges 0.27.1."""
+    case = type("Case", (CodemodTest,), {"TRANSFORM": transform})()
+    case.assertCodemod(applied, reverted, revert=True)
+    case.assertCodemod(reverted, reverted, revert=True)
+    assert set(verdicts(transform, reverted).values()) == {State.PENDING}
 
 
 @pytest.mark.parametrize("transform,before,after", PATCHED.values(), ids=PATCHED.keys())
@@ -483,6 +566,24 @@ def test_applied_code_is_left_alone(transform, source: str) -> None:
 @pytest.mark.parametrize("transform,source", DRIFT.values(), ids=DRIFT.keys())
 def test_semantic_variants_are_refused(transform, source: str) -> None:
     assert refusal(transform, source).edit == "speculator-selection"
+
+
+@pytest.mark.parametrize(
+    "transform,applied,reverted", REVERTED.values(), ids=REVERTED.keys()
+)
+def test_applied_code_written_otherwise_is_reverted_by_meaning(
+    transform, applied: str, reverted: str
+) -> None:
+    assert_reverted(transform, applied, reverted)
+
+
+@pytest.mark.parametrize("transform,source", DRIFT.values(), ids=DRIFT.keys())
+def test_semantic_variants_are_refused_when_reverting_too(
+    transform, source: str
+) -> None:
+    tree = cst.parse_module(CodemodTest.make_fixture_data(source))
+    with pytest.raises(EditRefused):
+        transform(revert=True).transform_module(tree)
 
 
 def test_moved_v2_forcing_names_where_it_went() -> None:

@@ -1,5 +1,8 @@
+import libcst as cst
 import pytest
+from libcst.codemod import CodemodTest
 
+from dflash2_backport.transforms._base import EditRefused
 from dflash2_backport.transforms.subclass_seams import SubclassSeams
 
 from ._cases import assert_left_alone, assert_patched, refusal
@@ -233,6 +236,22 @@ class DFlashQwen3ForCausalLM(Qwen3ForCausalLM):
         )
 ''',
     ),
+    "the layer class may come from a star import": (
+        "from .qwen3_dflash_layers import *\n" + PENDING.replace(LAYER, ""),
+        "from .qwen3_dflash_layers import *\n" + APPLIED.replace(LAYER, ""),
+    ),
+    "the layer class is imported rather than defined": (
+        "from .qwen3_dflash_layers import DFlashQwen3DecoderLayer\n"
+        + PENDING.replace(LAYER, ""),
+        "from .qwen3_dflash_layers import DFlashQwen3DecoderLayer\n"
+        + APPLIED.replace(LAYER, ""),
+    ),
+}
+
+# Partly applied. `after` no longer shows which hunks `before` already had, so
+# reverting it undoes all four; reverting `before` undoes only the hunks it
+# has. Either way the result is PENDING. before -> after
+PARTIAL = {
     "attributes already there, constructions not yet": (
         APPLIED.replace("self.decoder_layer_cls(", "DFlashQwen3DecoderLayer(").replace(
             "self.model_cls(", "DFlashQwen3Model("
@@ -244,16 +263,6 @@ class DFlashQwen3ForCausalLM(Qwen3ForCausalLM):
             "DFlashQwen3DecoderLayer(\n", "self.decoder_layer_cls(\n"
         ).replace("= DFlashQwen3Model(", "= self.model_cls("),
         APPLIED,
-    ),
-    "the layer class may come from a star import": (
-        "from .qwen3_dflash_layers import *\n" + PENDING.replace(LAYER, ""),
-        "from .qwen3_dflash_layers import *\n" + APPLIED.replace(LAYER, ""),
-    ),
-    "the layer class is imported rather than defined": (
-        "from .qwen3_dflash_layers import DFlashQwen3DecoderLayer\n"
-        + PENDING.replace(LAYER, ""),
-        "from .qwen3_dflash_layers import DFlashQwen3DecoderLayer\n"
-        + APPLIED.replace(LAYER, ""),
     ),
 }
 
@@ -276,6 +285,52 @@ APPLIED_VARIANTS = {
         """            prefix=maybe_prefix(prefix, "model"),
             vllm_config=vllm_config,
 """,
+    ),
+}
+
+# Reverted by meaning: every binding of an attribute goes, with comments on it,
+# and the next member keeps the wider separation (the one it had before the
+# edit, where the edit inserts); rerouted constructions name the class again,
+# their arguments as written. applied -> reverted
+REVERTED = {
+    **{
+        name: (APPLIED_VARIANTS[name], PENDING)
+        for name in (
+            "attributes after the mapper and after __init__",
+            "annotated attribute",
+        )
+    },
+    "reordered keywords in the rerouted construction": (
+        APPLIED_VARIANTS["reordered keywords in the rerouted construction"],
+        PENDING.replace(
+            """            vllm_config=vllm_config,
+            prefix=maybe_prefix(prefix, "model"),
+""",
+            """            prefix=maybe_prefix(prefix, "model"),
+            vllm_config=vllm_config,
+""",
+        ),
+    ),
+    "a commented attribute, and one set twice": (
+        APPLIED.replace(
+            "    model_cls = DFlashQwen3Model\n",
+            "    # subclasses swap in their own model\n    model_cls = DFlashQwen3Model\n",
+        ).replace(
+            _MAPPER,
+            _MAPPER + "    decoder_layer_cls = DFlashQwen3DecoderLayer  # again\n",
+        ),
+        PENDING,
+    ),
+    "an attribute sharing its line": (
+        APPLIED.replace(
+            "    model_cls = DFlashQwen3Model\n",
+            "    model_cls = DFlashQwen3Model; supports_dflash2 = True\n",
+        ),
+        PENDING.replace(
+            "class DFlashQwen3ForCausalLM(Qwen3ForCausalLM):\n",
+            "class DFlashQwen3ForCausalLM(Qwen3ForCausalLM):\n"
+            "    supports_dflash2 = True\n\n",
+        ),
     ),
 }
 
@@ -386,3 +441,39 @@ def test_refusal_names_the_argument_that_differs() -> None:
     source, _ = DRIFT["model built with other arguments"]
     message = str(refusal(SubclassSeams, source))
     assert "start_layer_id='0' instead of 'target_layer_num'" in message
+
+
+def _case() -> CodemodTest:
+    return type("Case", (CodemodTest,), {"TRANSFORM": SubclassSeams})()
+
+
+def assert_reverted(applied: str, reverted: str) -> None:
+    """Reverting `applied` gives `reverted`, which a revert then leaves alone."""
+    case = _case()
+    case.assertCodemod(applied, reverted, revert=True)
+    case.assertCodemod(reverted, reverted, revert=True)
+
+
+@pytest.mark.parametrize("before,after", PARTIAL.values(), ids=PARTIAL.keys())
+def test_partly_applied_classes_are_patched_and_revert_whole(
+    before: str, after: str
+) -> None:
+    case = _case()
+    case.assertCodemod(before, after)
+    case.assertCodemod(after, after)
+    assert_reverted(after, PENDING)
+    assert_reverted(before, PENDING)
+
+
+@pytest.mark.parametrize("applied,reverted", REVERTED.values(), ids=REVERTED.keys())
+def test_applied_seams_written_differently_are_reverted_by_meaning(
+    applied: str, reverted: str
+) -> None:
+    assert_reverted(applied, reverted)
+
+
+@pytest.mark.parametrize("source,hunks", DRIFT.values(), ids=DRIFT.keys())
+def test_reverting_refuses_the_same_classes(source: str, hunks: list[str]) -> None:
+    with pytest.raises(EditRefused) as refused:
+        SubclassSeams(revert=True).transform_module(cst.parse_module(source))
+    assert [v.hunk for v in refused.value.drifted] == hunks

@@ -1,7 +1,8 @@
+import libcst as cst
 import pytest
 from libcst.codemod import CodemodTest
 
-from dflash2_backport.transforms._base import State
+from dflash2_backport.transforms._base import EditRefused, State
 from dflash2_backport.transforms.vocab_parallel_topk import VocabParallelTopK
 
 from ._cases import (
@@ -405,3 +406,148 @@ def test_a_crlf_file_stays_crlf_inside_the_inserted_docstrings() -> None:
     crlf = CodemodTest.make_fixture_data(PENDING).replace("\n", "\r\n")
     expected = CodemodTest.make_fixture_data(APPLIED).replace("\n", "\r\n")
     assert output(VocabParallelTopK, crlf) == expected
+
+
+# -- revert ------------------------------------------------------------------
+
+
+def reverted(source: str) -> str:
+    """What the revert writes for a fixture; raises the refusal if it refuses."""
+    codemod = VocabParallelTopK(revert=True)
+    tree = cst.parse_module(CodemodTest.make_fixture_data(source))
+    return codemod.transform_module(tree).code
+
+
+def revert_verdicts(source: str) -> dict[str, State]:
+    codemod = VocabParallelTopK(revert=True)
+    try:
+        codemod.transform_module(
+            cst.parse_module(CodemodTest.make_fixture_data(source))
+        )
+    except EditRefused:
+        pass
+    return {v.hunk: v.state for v in codemod.verdicts}
+
+
+HAS_FLASHINFER_AFTER_TORCH = (
+    "\nimport torch\n",
+    "\nimport torch\nfrom vllm.utils.flashinfer import has_flashinfer\n",
+)
+
+REVERTED_BY_MEANING = {
+    # The forward never writes a grouped import: such a line may predate it.
+    "imports grouped with other names stay": (
+        ALREADY_APPLIED["imports grouped with other names"],
+        swap(
+            PENDING,
+            "\nimport torch\n",
+            "\nfrom collections.abc import Callable, Iterable\n"
+            "from functools import cache, partial\n\nimport torch\n",
+        ),
+    ),
+    **{
+        name: (ALREADY_APPLIED[name], PENDING)
+        for name in (
+            "helpers rewrapped, commented, single-quoted docstring",
+            "method elsewhere in the class, reworded docstring, single quotes",
+            "helpers and method with different blank lines",
+        )
+    },
+    "a comment right above the helpers goes with them": (
+        swap(APPLIED, "\n@cache\n", "\n# FlashInfer when it can.\n@cache\n"),
+        PENDING,
+    ),
+    "has_flashinfer away from current_platform may predate the edit": (
+        swapped(
+            APPLIED,
+            ("from vllm.utils.flashinfer import has_flashinfer\n", ""),
+            HAS_FLASHINFER_AFTER_TORCH,
+        ),
+        swap(PENDING, *HAS_FLASHINFER_AFTER_TORCH),
+    ),
+}
+
+PARTLY_APPLIED = {
+    "only the method": swap(PENDING, EXTRA_REPR, METHOD + EXTRA_REPR),
+    "only the imports": swap(PENDING, "\nimport torch\n", IMPORTS),
+    "imports and helpers, not the method": swap(APPLIED, METHOD, ""),
+}
+
+REVERT_REFUSED = {
+    "cache decorates another function": (
+        APPLIED + "\n\n@cache\ndef _vocab_size() -> int:\n    return 0\n",
+        "imports",
+        "`cache` read by `_vocab_size`",
+    ),
+    "Callable in another method's annotation": (
+        swap(
+            APPLIED,
+            EXTRA_REPR,
+            "\n    def hook(self) -> Callable[[], None] | None:\n        return None\n"
+            + EXTRA_REPR,
+        ),
+        "imports",
+        "`Callable` read by `LogitsProcessor.hook`",
+    ),
+    "has_flashinfer read by another function": (
+        APPLIED + "\n\ndef _fast() -> bool:\n    return has_flashinfer()\n",
+        "top-k helpers",
+        "`has_flashinfer` read by `_fast`",
+    ),
+    "_topk called by another method": (
+        swap(
+            APPLIED,
+            EXTRA_REPR,
+            "\n    def top1(self, logits):\n        return _topk(logits, 1)\n"
+            + EXTRA_REPR,
+        ),
+        "top-k helpers",
+        "`_topk` read by `LogitsProcessor.top1`",
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    "source", [after for _, after in PATCHED.values()], ids=PATCHED.keys()
+)
+def test_revert_gives_the_same_verdicts(source: str) -> None:
+    assert revert_verdicts(source) == verdicts(VocabParallelTopK, source)
+
+
+@pytest.mark.parametrize(
+    "source,expected", REVERTED_BY_MEANING.values(), ids=REVERTED_BY_MEANING.keys()
+)
+def test_an_applied_form_written_otherwise_is_reverted_by_meaning(
+    source: str, expected: str
+) -> None:
+    assert set(verdicts(VocabParallelTopK, source).values()) == {State.APPLIED}
+    assert reverted(source) == CodemodTest.make_fixture_data(expected)
+    assert reverted(expected) == CodemodTest.make_fixture_data(expected)
+
+
+@pytest.mark.parametrize("source", PARTLY_APPLIED.values(), ids=PARTLY_APPLIED.keys())
+def test_only_the_applied_hunks_are_reverted(source: str) -> None:
+    states = set(verdicts(VocabParallelTopK, source).values())
+    assert states == {State.APPLIED, State.PENDING}
+    assert reverted(source) == CodemodTest.make_fixture_data(PENDING)
+
+
+@pytest.mark.parametrize(
+    "source,hunk,reason", REVERT_REFUSED.values(), ids=REVERT_REFUSED.keys()
+)
+def test_a_name_other_code_reads_is_not_removed(
+    source: str, hunk: str, reason: str
+) -> None:
+    assert_left_alone(VocabParallelTopK, source)
+    with pytest.raises(EditRefused) as refused:
+        reverted(source)
+    (drifted,) = refused.value.drifted
+    assert drifted.hunk == hunk
+    assert reason in drifted.reason
+
+
+def test_a_crlf_file_is_reverted_byte_for_byte() -> None:
+    crlf = CodemodTest.make_fixture_data(APPLIED).replace("\n", "\r\n")
+    expected = CodemodTest.make_fixture_data(PENDING).replace("\n", "\r\n")
+    codemod = VocabParallelTopK(revert=True)
+    assert codemod.transform_module(cst.parse_module(crlf)).code == expected

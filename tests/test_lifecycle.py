@@ -1,0 +1,309 @@
+"""A patched install's life: revert, pip's view of it, upgrades, and pre-commit hooks."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from dflash2_backport.cli import app
+from tests.trees import INSTALLED, TARGETS, make_site, snapshot
+from tests.wheels import vllm_source, vllm_wheel
+
+pytestmark = pytest.mark.wheels
+
+runner = CliRunner()
+REPOSITORY = Path(__file__).resolve().parent.parent
+TOOL = [sys.executable, "-m", "dflash2_backport"]
+
+
+def invoke(*args: str):
+    return runner.invoke(app, list(args))
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Path:
+    return make_site("0.27.1", tmp_path / "site")
+
+
+# -- revert -----------------------------------------------------------------
+
+
+def test_revert_after_apply_restores_every_file_and_the_record_byte_for_byte(site: Path) -> None:
+    pristine = snapshot(site)
+    assert invoke("apply", "--site-packages", str(site)).exit_code == 0
+    assert snapshot(site) != pristine
+    result = invoke("revert", "--site-packages", str(site))
+    assert result.exit_code == 0, result.output
+    assert snapshot(site) == pristine
+    assert not (site / INSTALLED[1]).parent.exists()
+
+
+def test_revert_is_idempotent(site: Path) -> None:
+    invoke("apply", "--site-packages", str(site))
+    invoke("revert", "--site-packages", str(site))
+    reverted = snapshot(site)
+    result = invoke("revert", "--site-packages", str(site))
+    assert result.exit_code == 0
+    assert "nothing to do" in result.output
+    assert snapshot(site) == reverted
+
+
+def test_revert_undoes_the_spec_patchers_result_too(site: Path, tmp_path: Path) -> None:
+    from tests.oracle import seed_patched
+
+    pristine = snapshot(site)
+    seeded = seed_patched(site, tmp_path)
+    result = invoke("revert", "--site-packages", str(seeded))
+    assert result.exit_code == 0, result.output
+    assert snapshot(seeded) == pristine
+
+
+UNSAFE = {
+    "layers built with another class after apply": (
+        "vllm/model_executor/models/qwen3_dflash.py",
+        "self.decoder_layer_cls(",
+        "Qwen3DecoderLayer(",
+    ),
+    "the DFlash2 entry pointed elsewhere after apply": (
+        "vllm/model_executor/models/registry.py",
+        '("qwen3_dflash2", "DFlash2Qwen3ForCausalLM")',
+        '("my_dflash2", "Mine")',
+    ),
+    "an installed module edited after apply": (
+        INSTALLED[2],
+        "# Backported to vLLM 0.27.1 by dflash2-backport.\n",
+        "# Backported to vLLM 0.27.1 by dflash2-backport.\n# local tweak\n",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", UNSAFE.values(), ids=UNSAFE.keys())
+def test_revert_refuses_a_file_changed_unsafely_after_apply_and_writes_nothing(
+    site: Path, case: tuple[str, str, str]
+) -> None:
+    invoke("apply", "--site-packages", str(site))
+    relative, old, new = case
+    path = site / relative
+    text = path.read_text()
+    assert text.count(old) == 1
+    path.write_text(text.replace(old, new))
+    before = snapshot(site)
+    result = invoke("revert", "--site-packages", str(site))
+    assert result.exit_code == 2, result.output
+    assert any(
+        line.lstrip().startswith("drift") and relative in line
+        for line in result.output.splitlines()
+    ), result.output
+    assert snapshot(site) == before
+
+
+def test_apply_fail_if_changed_exits_1_then_0(site: Path) -> None:
+    assert invoke("apply", "--site-packages", str(site), "--fail-if-changed").exit_code == 1
+    assert invoke("apply", "--site-packages", str(site), "--fail-if-changed").exit_code == 0
+
+
+def test_record_rows_match_the_patched_and_added_files(site: Path) -> None:
+    from dflash2_backport.record import row
+
+    invoke("apply", "--site-packages", str(site))
+    record = (site / "vllm-0.27.1.dist-info/RECORD").read_text().splitlines()
+    for relative in (*TARGETS, *INSTALLED):
+        assert row(relative, (site / relative).read_bytes()) in record, relative
+
+
+def test_a_source_tree_gets_no_record(tmp_path: Path) -> None:
+    tree = make_site("0.27.1", tmp_path / "fork")
+    shutil.rmtree(next(tree.glob("vllm-*.dist-info")))
+    assert invoke("apply", "--root", str(tree)).exit_code == 0
+    assert not list(tree.glob("*.dist-info"))
+
+
+# -- pip's view of a patched install ------------------------------------------
+
+
+def _venv_with_vllm(directory: Path, version: str = "0.27.1") -> tuple[Path, Path]:
+    subprocess.run([sys.executable, "-m", "venv", str(directory)], check=True)
+    python = directory / "bin" / "python"
+    _pip(python, "install", "--no-deps", str(vllm_wheel(version)))
+    site = Path(
+        subprocess.run(
+            [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            check=True, capture_output=True, text=True,
+        ).stdout.strip()
+    )
+    return python, site
+
+
+def _pip(python: Path, *args: str) -> None:
+    subprocess.run(
+        [python, "-m", "pip", "--quiet", "--disable-pip-version-check", *args],
+        check=True,
+    )
+
+
+def _vllm_files_left(site: Path) -> list[str]:
+    return sorted(
+        str(p.relative_to(site)) for p in (site / "vllm").rglob("*") if p.is_file()
+    ) if (site / "vllm").exists() else []
+
+
+@pytest.mark.parametrize("steps", [["apply"], ["apply", "revert"]], ids=" then ".join)
+def test_pip_uninstall_leaves_nothing_of_vllm_behind(tmp_path: Path, steps: list[str]) -> None:
+    python, site = _venv_with_vllm(tmp_path / "venv")
+    for step in steps:
+        subprocess.run([*TOOL, step, "--site-packages", str(site)], check=True, capture_output=True)
+    assert (site / INSTALLED[0]).exists() == (steps == ["apply"])
+    _pip(python, "uninstall", "--yes", "vllm")
+    assert _vllm_files_left(site) == []
+
+
+def test_check_after_upgrading_a_patched_install_says_upstream_ships_it(tmp_path: Path) -> None:
+    python, site = _venv_with_vllm(tmp_path / "venv")
+    subprocess.run([*TOOL, "apply", "--site-packages", str(site)], check=True, capture_output=True)
+    _pip(python, "install", "--no-deps", "--upgrade", str(vllm_wheel("0.28.0")))
+    result = subprocess.run(
+        [*TOOL, "check", "--site-packages", str(site)], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "vLLM 0.28.0" in result.stdout and "ships DFlash2" in result.stdout
+    for relative in INSTALLED:
+        assert (site / relative).read_bytes() == (vllm_source("0.28.0") / relative).read_bytes()
+
+
+# -- pre-commit ----------------------------------------------------------------
+
+
+def test_hook_files_pattern_covers_exactly_the_backport_files() -> None:
+    hooks = yaml.safe_load((REPOSITORY / ".pre-commit-hooks.yaml").read_text())
+    assert {hook["id"] for hook in hooks} == {"dflash2-backport-check", "dflash2-backport-apply"}
+    for hook in hooks:
+        pattern = re.compile(hook["files"])
+        assert hook["pass_filenames"] is False and hook["require_serial"] is True
+        for relative in (*TARGETS, *INSTALLED):
+            assert pattern.search(relative), relative
+        for other in ("vllm/model_executor/models/qwen3.py", "vllm/config/model.py",
+                      "vllm/v1/worker/gpu/spec_decode/dflash/speculator.py"):
+            assert not pattern.search(other), other
+
+
+def _git(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    environment = dict(
+        os.environ,
+        GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.invalid",
+        GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@example.invalid",
+    )
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=check, env=environment
+    )
+
+
+@pytest.fixture(scope="module")
+def hook_repository(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """This project's working tree as a git repository pre-commit can clone."""
+    clone = tmp_path_factory.mktemp("hook-repo")
+    listed = subprocess.run(
+        ["git", "-C", str(REPOSITORY), "ls-files", "--cached", "--others", "--exclude-standard"],
+        check=True, capture_output=True, text=True,
+    ).stdout.splitlines()
+    for relative in listed:
+        if (REPOSITORY / relative).is_file():
+            (clone / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPOSITORY / relative, clone / relative)
+    _git(clone, "init", "--quiet")
+    _git(clone, "add", "--all")
+    _git(clone, "commit", "--quiet", "--message", "snapshot")
+    return clone, _git(clone, "rev-parse", "HEAD").stdout.strip()
+
+
+@pytest.fixture
+def fork(tmp_path: Path, hook_repository: tuple[Path, str], tmp_path_factory) -> Path:
+    """A vLLM 0.27.1 source tree in git, with both hooks configured."""
+    repo = make_site("0.27.1", tmp_path / "fork")
+    shutil.rmtree(next(repo.glob("vllm-*.dist-info")))
+    clone, revision = hook_repository
+    (repo / ".pre-commit-config.yaml").write_text(
+        f"repos:\n- repo: {clone}\n  rev: {revision}\n  hooks:\n"
+        "  - id: dflash2-backport-check\n"
+        "  - id: dflash2-backport-apply\n    stages: [manual]\n"
+    )
+    _git(repo, "init", "--quiet")
+    _git(repo, "add", "--all")
+    _git(repo, "commit", "--quiet", "--no-verify", "--message", "vLLM 0.27.1")
+    return repo
+
+
+def _pre_commit(repo: Path, *args: str) -> subprocess.CompletedProcess:
+    environment = dict(
+        os.environ,
+        PRE_COMMIT_HOME=str(Path(os.environ.get("PRE_COMMIT_TEST_HOME", repo.parent / ".pre-commit"))),
+        GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.invalid",
+        GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@example.invalid",
+    )
+    executable = Path(sys.executable).with_name("pre-commit")
+    return subprocess.run(
+        [str(executable), *args], cwd=repo, capture_output=True, text=True, env=environment
+    )
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _shared_pre_commit_home(tmp_path_factory: pytest.TempPathFactory):
+    # One hook environment for all the tests here: building it is the slow part.
+    home = tmp_path_factory.mktemp("pre-commit-home")
+    previous = os.environ.get("PRE_COMMIT_TEST_HOME")
+    os.environ["PRE_COMMIT_TEST_HOME"] = str(home)
+    yield
+    if previous is None:
+        os.environ.pop("PRE_COMMIT_TEST_HOME", None)
+    else:
+        os.environ["PRE_COMMIT_TEST_HOME"] = previous
+
+
+def test_pre_commit_check_fails_on_a_pristine_tree_and_apply_fixes_it(fork: Path) -> None:
+    check = _pre_commit(fork, "run", "--all-files", "dflash2-backport-check")
+    assert check.returncode == 1, check.stdout + check.stderr
+    assert "pending" in check.stdout and "registry" in check.stdout
+
+    first = _pre_commit(fork, "run", "--all-files", "--hook-stage", "manual", "dflash2-backport-apply")
+    assert first.returncode == 1, first.stdout + first.stderr
+    assert "files were modified by this hook" in first.stdout or "Failed" in first.stdout
+    second = _pre_commit(fork, "run", "--all-files", "--hook-stage", "manual", "dflash2-backport-apply")
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert _pre_commit(fork, "run", "--all-files", "dflash2-backport-check").returncode == 0
+
+
+def test_pre_commit_blocks_a_commit_that_drops_an_edit_and_passes_a_reformat(fork: Path) -> None:
+    subprocess.run([*TOOL, "apply", "--root", str(fork)], check=True, capture_output=True)
+    _git(fork, "add", "--all")
+    assert _pre_commit(fork, "install").returncode == 0
+    committed = _git(fork, "commit", "--quiet", "--message", "backport", check=False)
+    assert committed.returncode == 0, committed.stdout + committed.stderr
+
+    registry = fork / "vllm/model_executor/models/registry.py"
+    patched = registry.read_text()
+    dropped = patched.replace(
+        '    "DFlash2DraftModel": ("qwen3_dflash2", "DFlash2Qwen3ForCausalLM"),\n', ""
+    )
+    assert dropped != patched
+    registry.write_text(dropped)
+    _git(fork, "add", "--all")
+    blocked = _git(fork, "commit", "--message", "merge that lost an edit", check=False)
+    assert blocked.returncode != 0
+    assert "registry" in blocked.stdout + blocked.stderr
+
+    registry.write_text(patched)
+    subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--isolated", "--line-length", "79", str(registry)],
+        check=True, capture_output=True,
+    )
+    assert registry.read_text() != patched
+    _git(fork, "add", "--all")
+    reformatted = _git(fork, "commit", "--message", "reformat", check=False)
+    assert reformatted.returncode == 0, reformatted.stdout + reformatted.stderr
