@@ -44,10 +44,10 @@ class Plan:
 
     def to_do(self, state: str) -> bool:
         """Whether an item in `state` needs writing in this plan's direction."""
-        return state == ("pending" if self.direction == "apply" else "applied")
+        return state == _rewritten(self.direction)
 
     def edit_to_do(self, edit: EditReport) -> bool:
-        return any(self.to_do(h.state.value) for h in edit.hunks)
+        return _has(edit, _rewritten(self.direction))
 
     @property
     def record_state(self) -> str | None:
@@ -138,12 +138,11 @@ def make_plan(
     """Judge every hunk and module. `need_changes`: the caller will write or
     diff, so files to rewrite must be rewritten even when the verdicts are
     known."""
-    rewrite = "pending" if direction == "apply" else "applied"
     modules = plan_modules(root) if direction == "apply" else plan_module_removal(root)
     if use_cache:
         cached = verdict_cache.lookup(root)
         if cached is not None and not (
-            need_changes and any(rewrite == e.state or _has(e, rewrite) for e in cached)
+            need_changes and any(_has(e, _rewritten(direction)) for e in cached)
         ):
             return Plan(root, direction, cached, modules, {}, record_file)
     files = judge(root, want_bytes=need_changes, direction=direction)
@@ -152,6 +151,12 @@ def make_plan(
         verdict_cache.store(root, {f.path: f.original for f in files}, edits)
     patched = {f.path: (f.original, f.patched) for f in files if f.patched is not None}
     return Plan(root, direction, edits, modules, patched, record_file)
+
+
+def _rewritten(direction: str) -> str:
+    """The state a direction rewrites: apply patches pending hunks, revert
+    undoes applied ones."""
+    return "pending" if direction == "apply" else "applied"
 
 
 def _has(edit: EditReport, state: str) -> bool:
