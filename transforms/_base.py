@@ -1,5 +1,5 @@
 """What every backport codemod shares: per-hunk verdicts, the refusal they lead
-to, and spec code placed so that it fits the file.
+to, and spec code placed so that it fits the file, and taken out again.
 
 A codemod owns one of the spec's edits in one file. For each of its hunks it
 decides, by meaning and never by text, whether the spec's result is already
@@ -175,6 +175,19 @@ class BackportCodemod(Codemod):
         self.pending(hunk)
         return anchors[0], new
 
+    def applied_method(
+        self, hunk: str, cls: cst.ClassDef, name: str
+    ) -> cst.FunctionDef | None:
+        """The method `name` of `cls`, if `method_before` judged `hunk` applied.
+
+        That verdict means `cls` has exactly one method of that name, and it
+        means what the spec's does.
+        """
+        if not any(v.hunk == hunk and v.state is State.APPLIED for v in self.verdicts):
+            return None
+        (method,) = members_named(cls, cst.FunctionDef, name)
+        return method
+
     # -- code generation --------------------------------------------------
 
     def statement(self, source: str) -> cst.BaseStatement:
@@ -213,7 +226,7 @@ def _unindented_blank_lines(statement: Statement) -> Statement:
     )
 
 
-# -- placing new statements -------------------------------------------------
+# -- placing new statements and removing them -------------------------------
 
 BLANK_LINE = cst.EmptyLine(indent=False)
 
@@ -274,15 +287,45 @@ def insert_before(
     return out
 
 
+def is_one_of(node: cst.CSTNode, nodes: Sequence[cst.CSTNode]) -> bool:
+    return any(node is n for n in nodes)
+
+
+def removed(
+    statements: Sequence[Statement], doomed: Sequence[cst.CSTNode]
+) -> list[Statement]:
+    """The statements less `doomed` (by identity), as before `placed_before`.
+
+    The statement after each removed run takes back the blank lines that
+    separated the run from what preceded it, and keeps its own comments;
+    comments written right above a removed statement go with it.
+    """
+    kept: list[Statement] = []
+    handed_back: list[cst.EmptyLine] | None = None
+    for statement in statements:
+        if is_one_of(statement, doomed):
+            if handed_back is None:
+                handed_back = leading_blank_lines(statement.leading_lines)[0]
+            continue
+        if handed_back is not None:
+            _, own = leading_blank_lines(statement.leading_lines)
+            statement = statement.with_changes(leading_lines=[*handed_back, *own])
+            handed_back = None
+        kept.append(statement)
+    return kept
+
+
 def edited_class(
     tree: cst.Module,
     cls: cst.ClassDef,
     swap: tuple[cst.BaseStatement, cst.BaseStatement] | None = None,
     insert: tuple[cst.BaseStatement, cst.BaseStatement] | None = None,
+    remove: cst.BaseStatement | None = None,
 ) -> cst.Module:
-    """`tree` with one member of `cls` swapped (old, new) and one inserted
-    (anchor, new) right before the anchor; unchanged when there is neither."""
-    if swap is None and insert is None:
+    """`tree` with one member of `cls` swapped (old, new), one inserted
+    (anchor, new) right before the anchor and one removed as `removed` does;
+    unchanged when there is none of them."""
+    if swap is None and insert is None and remove is None:
         return tree
     body: list[cst.BaseStatement] = list(cls.body.body)
     if swap is not None:
@@ -290,6 +333,8 @@ def edited_class(
     if insert is not None:
         anchor, new = insert
         body = insert_before(body, anchor, [new])
+    if remove is not None:
+        body = removed(body, [remove])
     new_cls = cls.with_changes(body=cls.body.with_changes(body=body))
     return tree.with_changes(body=replaced(tree.body, cls, new_cls))
 
@@ -299,3 +344,15 @@ def replaced(
 ) -> list[cst.BaseStatement]:
     """`body` with the statement `old` (by identity) swapped for `new`."""
     return [new if s is old else s for s in body]
+
+
+def with_block(
+    function: cst.FunctionDef,
+    block: cst.BaseSuite,
+    statements: Sequence[cst.BaseStatement],
+) -> cst.FunctionDef:
+    """`function` with the statements of `block`, one of its blocks, replaced."""
+    assert isinstance(block, cst.IndentedBlock)
+    new_function = function.deep_replace(block, block.with_changes(body=statements))
+    assert isinstance(new_function, cst.FunctionDef)
+    return new_function

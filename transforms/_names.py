@@ -1,7 +1,9 @@
-"""What names a module or a class body binds, and where each comes from.
+"""What names a module or a class body binds, where each comes from, and
+what reads them.
 
 An edit that inserts code relying on a name must know the name exists when
-that code runs, and an edit that defines a name must know it shadows nothing.
+that code runs, an edit that defines a name must know it shadows nothing, and
+a revert that removes a name must know nothing else still reads it.
 """
 
 from __future__ import annotations
@@ -12,6 +14,9 @@ from typing import TypeVar
 import libcst as cst
 import libcst.matchers as m
 from libcst.helpers import get_full_name_for_node
+from libcst.metadata import GlobalScope, MetadataWrapper, ScopeProvider
+
+from ._meaning import describe, statements_of
 
 DEFINED_HERE = ""
 #: The key under which a star import's module is recorded: it may bind anything.
@@ -145,3 +150,58 @@ def class_bindings(cls: cst.ClassDef, name: str) -> list[cst.CSTNode]:
                 or m.matches(small, m.AnnAssign(target=target))
             )
     return found
+
+
+class Reads:
+    """Where the module reads its module-level names, worked out on first use."""
+
+    def __init__(self, tree: cst.Module) -> None:
+        self.tree = tree
+        self._scope: GlobalScope | None = None
+
+    def elsewhere(self, name: str, leaving: Sequence[cst.CSTNode]) -> list[str]:
+        """The module's definitions that read `name`, those in `leaving` (code
+        the revert removes) left out: a method as `Class.method`, a read
+        outside any definition by its statement."""
+        if self._scope is None:
+            wrapper = MetadataWrapper(self.tree, unsafe_skip_copy=True)
+            scope = wrapper.resolve(ScopeProvider)[self.tree]
+            assert isinstance(scope, GlobalScope)
+            self._scope = scope
+        reads = {
+            id(access.node)
+            for assignment in self._scope.assignments[name]
+            for access in assignment.references
+        } - _node_ids(leaving)
+        if not reads:
+            return []
+        readers: list[str] = []
+        for statement in self.tree.body:
+            if not _node_ids([statement]) & reads:
+                continue
+            if isinstance(statement, cst.ClassDef):
+                members = [
+                    f"`{statement.name.value}.{member.name.value}`"
+                    for member in statements_of(statement.body)
+                    if isinstance(member, cst.FunctionDef | cst.ClassDef)
+                    and _node_ids([member]) & reads
+                ]
+                readers += members or [f"`{statement.name.value}`"]
+            elif isinstance(statement, cst.FunctionDef):
+                readers.append(f"`{statement.name.value}`")
+            else:
+                readers.append(describe(statement))
+        return readers
+
+
+def _node_ids(nodes: Sequence[cst.CSTNode]) -> set[int]:
+    ids: set[int] = set()
+
+    class Collect(cst.CSTVisitor):
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            ids.add(id(node))
+            return True
+
+    for node in nodes:
+        node.visit(Collect())
+    return ids

@@ -42,10 +42,9 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from ._base import BackportCodemod, edited_class
+from ._base import BackportCodemod, edited_class, with_block
 from ._meaning import code_of, describe, same_meaning
 from ._names import members_named
-from .speculator_selection import applied_method, unedited_class
 
 SPECULATOR = "DraftModelSpeculator"
 ALLOCATING_METHOD = "__init__"
@@ -127,8 +126,8 @@ class DraftLogitCache(BackportCodemod):
         if self.drifted():
             return tree
         if self.revert:
-            added = applied_method(self, self.HOOK_HUNK, cls, HOOK)
-            return unedited_class(tree, cls, swap=buffer, remove=added)
+            added = self.applied_method(self.HOOK_HUNK, cls, HOOK)
+            return edited_class(tree, cls, swap=buffer, remove=added)
         return edited_class(tree, cls, swap=buffer, insert=hook)
 
     def _buffer(
@@ -178,7 +177,7 @@ class DraftLogitCache(BackportCodemod):
                             trailing_whitespace=allocation.trailing_whitespace,
                         )
                     ]
-                    return method, self._with_block(method, block, statements)
+                    return method, with_block(method, block, statements)
             else:
                 self.drift(
                     hunk,
@@ -209,17 +208,7 @@ class DraftLogitCache(BackportCodemod):
             lookup.with_changes(leading_lines=allocation.leading_lines),
             full.with_changes(trailing_whitespace=allocation.trailing_whitespace),
         ]
-        return method, self._with_block(method, block, statements)
-
-    @staticmethod
-    def _with_block(
-        method: cst.FunctionDef,
-        block: cst.IndentedBlock,
-        statements: list[cst.BaseStatement],
-    ) -> cst.FunctionDef:
-        new_method = method.deep_replace(block, block.with_changes(body=statements))
-        assert isinstance(new_method, cst.FunctionDef)
-        return new_method
+        return method, with_block(method, block, statements)
 
     @staticmethod
     def _block_of(

@@ -33,11 +33,9 @@ from __future__ import annotations
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.metadata import MetadataWrapper, ScopeProvider
 
-from ._base import BackportCodemod, insert_before, leading_blank_lines
-from ._meaning import describe
-from ._names import module_bindings, named
+from ._base import BackportCodemod, insert_before, removed
+from ._names import Reads, module_bindings, named
 
 NAME = "gumbel_noised_argmax"
 ANCHOR = "gumbel_block_argmax"
@@ -153,11 +151,9 @@ class GumbelNoisedArgmax(BackportCodemod):
 
     def _undo(self, tree: cst.Module, functions: list[cst.FunctionDef]) -> cst.Module:
         """The module without the function, as before `insert_before` put it
-        there: the statement after it takes back the blank lines it took
-        (keeping its own comments); comments right above the function go
-        with it. Refused if other module code reads the name."""
+        there; refused if other module code reads the name."""
         hunk = NAME
-        callers = _readers(tree, NAME, functions)
+        callers = Reads(tree).elsewhere(NAME, leaving=functions)
         if callers:
             self.drift(
                 hunk,
@@ -168,49 +164,4 @@ class GumbelNoisedArgmax(BackportCodemod):
             )
             return tree
         self.applied(hunk)
-        body: list[cst.BaseStatement] = []
-        handed_back: list[cst.EmptyLine] | None = None
-        for statement in tree.body:
-            if any(statement is f for f in functions):
-                if handed_back is None:
-                    handed_back = leading_blank_lines(statement.leading_lines)[0]
-                continue
-            if handed_back is not None:
-                _, own = leading_blank_lines(statement.leading_lines)
-                statement = statement.with_changes(leading_lines=[*handed_back, *own])
-                handed_back = None
-            body.append(statement)
-        return tree.with_changes(body=body)
-
-
-def _readers(tree: cst.Module, name: str, leaving: list[cst.FunctionDef]) -> list[str]:
-    """The module's statements that read the module-level `name`, outside
-    `leaving`: a def or class by its name, anything else as written."""
-    scope = MetadataWrapper(tree, unsafe_skip_copy=True).resolve(ScopeProvider)[tree]
-    assert scope is not None
-    reads = {
-        id(access.node)
-        for assignment in scope.assignments[name]
-        for access in assignment.references
-    } - {i for node in leaving for i in _node_ids(node)}
-    if not reads:
-        return []
-    return [
-        f"`{statement.name.value}`"
-        if isinstance(statement, cst.FunctionDef | cst.ClassDef)
-        else describe(statement)
-        for statement in tree.body
-        if _node_ids(statement) & reads
-    ]
-
-
-def _node_ids(node: cst.CSTNode) -> set[int]:
-    ids: set[int] = set()
-
-    class Collect(cst.CSTVisitor):
-        def on_visit(self, node: cst.CSTNode) -> bool:
-            ids.add(id(node))
-            return True
-
-    node.visit(Collect())
-    return ids
+        return tree.with_changes(body=removed(tree.body, functions))

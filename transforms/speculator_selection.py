@@ -48,13 +48,7 @@ from collections.abc import Sequence
 import libcst as cst
 import libcst.matchers as m
 
-from ._base import (
-    BackportCodemod,
-    State,
-    edited_class,
-    leading_blank_lines,
-    replaced,
-)
+from ._base import BackportCodemod, edited_class, replaced, with_block
 from ._meaning import code_of, describe, same_meaning, string_value
 from ._names import members_named, named
 
@@ -213,7 +207,7 @@ class SpeculatorSelection(BackportCodemod):
         body: cst.IndentedBlock,
         statements: Sequence[cst.BaseStatement],
     ) -> cst.Module:
-        new_function = function.deep_replace(body, body.with_changes(body=statements))
+        new_function = with_block(function, body, statements)
         return tree.with_changes(body=replaced(tree.body, function, new_function))
 
     @staticmethod
@@ -282,8 +276,8 @@ class V2RunnerForcing(BackportCodemod):
         if self.drifted():
             return tree
         if self.revert:
-            added = applied_method(self, self.HELPER_HUNK, cls, HELPER)
-            return unedited_class(tree, cls, swap=branch, remove=added)
+            added = self.applied_method(self.HELPER_HUNK, cls, HELPER)
+            return edited_class(tree, cls, swap=branch, remove=added)
         return edited_class(tree, cls, swap=branch, insert=helper)
 
     def _branch(
@@ -319,7 +313,7 @@ class V2RunnerForcing(BackportCodemod):
                 # It goes with the comment and blank line above it, which the
                 # forward edit inserted with it; what follows kept its own.
                 del statements[index + 1]
-                return runner, _with_body(runner, statements)
+                return runner, with_block(runner, runner.body, statements)
             return None
         if ours:
             self.drift(
@@ -337,7 +331,7 @@ class V2RunnerForcing(BackportCodemod):
         if self.revert:
             return None
         statements.insert(index + 1, self.statement(DFLASH2_BRANCH_SOURCE))
-        return runner, _with_body(runner, statements)
+        return runner, with_block(runner, runner.body, statements)
 
     @staticmethod
     def _no_anchor(cls: cst.ClassDef, runner: cst.FunctionDef, count: int) -> str:
@@ -372,65 +366,3 @@ def _is_branch(statement: cst.BaseStatement, source: str) -> bool:
         and statement.orelse is None
         and same_meaning(statement, source)
     )
-
-
-def _with_body(
-    function: cst.FunctionDef, statements: Sequence[cst.BaseStatement]
-) -> cst.FunctionDef:
-    assert isinstance(function.body, cst.IndentedBlock)
-    return function.with_changes(body=function.body.with_changes(body=statements))
-
-
-# -- undoing `method_before` ------------------------------------------------
-# Shared with the draft-logit-cache edit, which adds a method the same way.
-
-
-def applied_method(
-    codemod: BackportCodemod, hunk: str, cls: cst.ClassDef, name: str
-) -> cst.FunctionDef | None:
-    """The method `name` of `cls`, if `method_before` judged `hunk` applied.
-
-    That verdict means `cls` has exactly one method of that name, and it means
-    what the spec's does.
-    """
-    if not any(v.hunk == hunk and v.state is State.APPLIED for v in codemod.verdicts):
-        return None
-    (method,) = members_named(cls, cst.FunctionDef, name)
-    return method
-
-
-def unedited_class(
-    tree: cst.Module,
-    cls: cst.ClassDef,
-    swap: tuple[cst.BaseStatement, cst.BaseStatement] | None = None,
-    remove: cst.BaseStatement | None = None,
-) -> cst.Module:
-    """`tree` with one member of `cls` swapped (old, new) and one removed, the
-    inverse of `edited_class`; unchanged when there is neither."""
-    if swap is None and remove is None:
-        return tree
-    body: list[cst.BaseStatement] = list(cls.body.body)
-    if swap is not None:
-        body = replaced(body, *swap)
-    if remove is not None:
-        body = removed(body, remove)
-    new_cls = cls.with_changes(body=cls.body.with_changes(body=body))
-    return tree.with_changes(body=replaced(tree.body, cls, new_cls))
-
-
-def removed(
-    body: Sequence[cst.BaseStatement], statement: cst.BaseStatement
-) -> list[cst.BaseStatement]:
-    """`body` less `statement` (by identity), undoing `insert_before`.
-
-    The statement that followed it takes back the blank lines that separated
-    the removed one from what preceded it, and keeps its own comments;
-    comments right above the removed statement go with it.
-    """
-    index = next(i for i, s in enumerate(body) if s is statement)
-    rest = [*body[:index], *body[index + 1 :]]
-    if index < len(rest):
-        blank, _ = leading_blank_lines(statement.leading_lines)
-        _, comments = leading_blank_lines(rest[index].leading_lines)
-        rest[index] = rest[index].with_changes(leading_lines=[*blank, *comments])
-    return rest

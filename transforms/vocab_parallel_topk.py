@@ -57,21 +57,21 @@ the module.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TypeVar
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.metadata import GlobalScope, MetadataWrapper, ScopeProvider
 
 from ._base import (
     BackportCodemod,
     insert_before,
+    is_one_of,
     leading_blank_lines,
     placed_before,
+    removed,
     with_blank_lines,
 )
-from ._meaning import describe, same_meaning, statements_of
-from ._names import members_named, module_bindings, named, origin_words
+from ._meaning import same_meaning
+from ._names import Reads, members_named, module_bindings, named, origin_words
 
 # -- the spec's code ------------------------------------------------------
 
@@ -208,37 +208,7 @@ _IMPORT_PLATFORM = m.SimpleStatementLine(
 )
 
 
-# -- undoing the edit ----------------------------------------------------------
-
-Statement = TypeVar("Statement", bound=cst.BaseStatement)
-
-
-def _is_one_of(statement: cst.CSTNode, doomed: Sequence[cst.CSTNode]) -> bool:
-    return any(statement is d for d in doomed)
-
-
-def _without(
-    statements: Sequence[Statement], doomed: Sequence[cst.CSTNode]
-) -> list[Statement]:
-    """The statements less `doomed` (by identity), as before `placed_before`.
-
-    The statement after each removed run takes back the blank lines that
-    separated the run from what preceded it, and keeps its own comments;
-    comments written right above a removed statement go with it.
-    """
-    kept: list[Statement] = []
-    handed_back: list[cst.EmptyLine] | None = None
-    for statement in statements:
-        if _is_one_of(statement, doomed):
-            if handed_back is None:
-                handed_back = leading_blank_lines(statement.leading_lines)[0]
-            continue
-        if handed_back is not None:
-            _, own = leading_blank_lines(statement.leading_lines)
-            statement = statement.with_changes(leading_lines=[*handed_back, *own])
-            handed_back = None
-        kept.append(statement)
-    return kept
+# -- undoing the edit -----------------------------------------------------
 
 
 def _without_helpers(body: Body, doomed: Sequence[cst.CSTNode]) -> Body:
@@ -252,7 +222,7 @@ def _without_helpers(body: Body, doomed: Sequence[cst.CSTNode]) -> Body:
     kept: Body = []
     after_removed = False
     for statement in body:
-        if _is_one_of(statement, doomed):
+        if is_one_of(statement, doomed):
             after_removed = True
             continue
         if after_removed and kept and _is_import_line(kept[-1]):
@@ -272,62 +242,6 @@ def _after_import_block(statement: cst.BaseStatement) -> cst.BaseStatement:
     if len(blank) != 2:
         return statement
     return statement.with_changes(leading_lines=[blank[0], *own])
-
-
-class _Reads:
-    """Where the module reads its module-level names, worked out on first use."""
-
-    def __init__(self, tree: cst.Module) -> None:
-        self.tree = tree
-        self._scope: GlobalScope | None = None
-
-    def elsewhere(self, name: str, leaving: Sequence[cst.CSTNode]) -> list[str]:
-        """The module's definitions that read `name`, those in `leaving` (code
-        the revert removes) left out; a read outside any definition is named
-        by its statement."""
-        if self._scope is None:
-            wrapper = MetadataWrapper(self.tree, unsafe_skip_copy=True)
-            scope = wrapper.resolve(ScopeProvider)[self.tree]
-            assert isinstance(scope, GlobalScope)
-            self._scope = scope
-        gone = _node_ids(leaving)
-        reads = {
-            id(access.node)
-            for assignment in self._scope.assignments[name]
-            for access in assignment.references
-        } - gone
-        if not reads:
-            return []
-        readers: list[str] = []
-        for statement in self.tree.body:
-            if not _node_ids([statement]) & reads:
-                continue
-            if isinstance(statement, cst.ClassDef):
-                members = [
-                    f"`{statement.name.value}.{member.name.value}`"
-                    for member in statements_of(statement.body)
-                    if isinstance(member, cst.FunctionDef | cst.ClassDef)
-                    and _node_ids([member]) & reads
-                ]
-                readers += members or [f"`{statement.name.value}`"]
-            elif isinstance(statement, cst.FunctionDef):
-                readers.append(f"`{statement.name.value}`")
-            else:
-                readers.append(describe(statement))
-        return readers
-
-
-def _node_ids(nodes: Sequence[cst.CSTNode]) -> set[int]:
-    ids: set[int] = set()
-
-    class Collect(cst.CSTVisitor):
-        def on_visit(self, node: cst.CSTNode) -> bool:
-            ids.add(id(node))
-            return True
-
-    for node in nodes:
-        node.visit(Collect())
-    return ids
 
 
 # What reads a name the revert removes does not count when it is the edit's
@@ -363,12 +277,12 @@ class VocabParallelTopK(BackportCodemod):
         "all-gather of the full logits"
     )
     #: What reads the names a revert would remove; set by `backport`.
-    reads: _Reads
+    reads: Reads
 
     def backport(self, tree: cst.Module) -> cst.Module:
         body = list(tree.body)
         bindings = module_bindings(tree.body)
-        self.reads = _Reads(tree)
+        self.reads = Reads(tree)
         edits = [
             self._imports(body, bindings),
             self._helpers(body, bindings),
@@ -469,7 +383,7 @@ class VocabParallelTopK(BackportCodemod):
             )
             return None
         self.applied(hunk)
-        return _undo(lambda body: _without(body, doomed))
+        return _undo(lambda body: removed(body, doomed))
 
     def _helpers(self, body: Body, bindings: dict[str, list[str]]) -> Apply | None:
         hunk = "top-k helpers"
@@ -612,7 +526,7 @@ class VocabParallelTopK(BackportCodemod):
                 # Undo: the method goes, and the member after it takes back
                 # the blank lines the method took from it.
                 def undo(body: Body) -> Body:
-                    members = _without(cls.body.body, methods)
+                    members = removed(cls.body.body, methods)
                     new_cls = cls.with_changes(body=cls.body.with_changes(body=members))
                     return [new_cls if s is cls else s for s in body]
 

@@ -28,39 +28,76 @@ def swapped(text: str, *changes: tuple[str, str]) -> str:
     return text
 
 
-def _case(transform: Transform) -> CodemodTest:
+def case(transform: Transform) -> CodemodTest:
     return type("Case", (CodemodTest,), {"TRANSFORM": transform})()
 
 
 def assert_patched(transform: Transform, before: str, after: str) -> None:
     """`before` becomes `after`, which the codemod then leaves alone; reverting
     `after` gives back `before` exactly, and leaves `before` alone."""
-    case = _case(transform)
-    case.assertCodemod(before, after)
-    case.assertCodemod(after, after)
-    case.assertCodemod(after, before, revert=True)
-    case.assertCodemod(before, before, revert=True)
+    checks = case(transform)
+    checks.assertCodemod(before, after)
+    checks.assertCodemod(after, after)
+    checks.assertCodemod(after, before, revert=True)
+    checks.assertCodemod(before, before, revert=True)
 
 
 def assert_left_alone(transform: Transform, source: str) -> None:
-    _case(transform).assertCodemod(source, source)
+    case(transform).assertCodemod(source, source)
+
+
+def assert_reverted(transform: Transform, applied: str, reverted: str) -> None:
+    """Reverting `applied` gives `reverted`, which reverting then leaves alone
+    and which the codemod judges pending throughout, as it judges 0.27.1."""
+    checks = case(transform)
+    checks.assertCodemod(applied, reverted, revert=True)
+    checks.assertCodemod(reverted, reverted, revert=True)
+    assert set(verdicts(transform, reverted).values()) == {State.PENDING}
+
+
+def assert_reverted_exactly(transform: Transform, applied: str, expected: str) -> None:
+    """Reverting `applied` writes `expected` byte for byte, and reverting
+    that changes nothing."""
+    exact = CodemodTest.make_fixture_data(expected)
+    assert reverted(transform, applied) == exact
+    assert reverted(transform, expected) == exact
 
 
 def refusal(transform: Transform, source: str) -> EditRefused:
     """The refusal the codemod raises on `source` (the test fails without one)."""
     with pytest.raises(EditRefused) as refused:
-        _case(transform).assertCodemod(source, source)
+        case(transform).assertCodemod(source, source)
     return refused.value
 
 
-def output(transform: Transform, source: str) -> str:
+def revert_refusal(transform: Transform, source: str) -> EditRefused:
+    """The refusal reverting `source` raises (the test fails without one)."""
+    with pytest.raises(EditRefused) as refused:
+        reverted(transform, source)
+    return refused.value
+
+
+def output(transform: Transform, source: str, revert: bool = False) -> str:
     """The exact text the codemod writes for `source`, taken byte for byte."""
-    return transform().transform_module(cst.parse_module(source)).code
+    codemod = transform(revert=revert)
+    return codemod.transform_module(cst.parse_module(source)).code
 
 
-def verdicts(transform: Transform, source: str) -> dict[str, State]:
+def reverted(transform: Transform, source: str) -> str:
+    """The exact text reverting a fixture writes; raises the refusal if any."""
+    return output(transform, CodemodTest.make_fixture_data(source), revert=True)
+
+
+def crlf(source: str) -> str:
+    """A fixture as a file with Windows line endings."""
+    return CodemodTest.make_fixture_data(source).replace("\n", "\r\n")
+
+
+def verdicts(
+    transform: Transform, source: str, revert: bool = False
+) -> dict[str, State]:
     """Each hunk's state on `source`, whether or not the edit is refused."""
-    codemod = transform()
+    codemod = transform(revert=revert)
     try:
         codemod.transform_module(
             cst.parse_module(CodemodTest.make_fixture_data(source))

@@ -1,11 +1,16 @@
-import libcst as cst
 import pytest
-from libcst.codemod import CodemodTest
 
-from dflash2_backport.transforms._base import EditRefused
 from dflash2_backport.transforms.causality import Causality
 
-from ._cases import assert_left_alone, assert_patched, refusal, swap
+from ._cases import (
+    assert_left_alone,
+    assert_patched,
+    assert_reverted,
+    case,
+    refusal,
+    revert_refusal,
+    swap,
+)
 
 OLD_FUNCTION = '''
 def _dflash_layer_causal(config: Qwen3Config, layer_idx: int) -> bool:
@@ -330,37 +335,25 @@ def test_refusal_names_the_statement_that_differs() -> None:
     assert "0.27.1's" in message
 
 
-def _case() -> CodemodTest:
-    return type("Case", (CodemodTest,), {"TRANSFORM": Causality})()
-
-
-def assert_reverted(applied: str, reverted: str) -> None:
-    """Reverting `applied` gives `reverted`, which a revert then leaves alone."""
-    case = _case()
-    case.assertCodemod(applied, reverted, revert=True)
-    case.assertCodemod(reverted, reverted, revert=True)
-
-
 @pytest.mark.parametrize("before,after,reverted", LOSSY.values(), ids=LOSSY.keys())
 def test_what_the_edit_overwrote_reverts_to_0271s(
     before: str, after: str, reverted: str
 ) -> None:
-    case = _case()
-    case.assertCodemod(before, after)
-    case.assertCodemod(after, after)
-    case.assertCodemod(before, before, revert=True)
-    assert_reverted(after, reverted)
+    checks = case(Causality)
+    checks.assertCodemod(before, after)
+    checks.assertCodemod(after, after)
+    checks.assertCodemod(before, before, revert=True)
+    assert_reverted(Causality, after, reverted)
 
 
 @pytest.mark.parametrize("applied,reverted", REVERTED.values(), ids=REVERTED.keys())
 def test_applied_function_written_differently_is_reverted_by_meaning(
     applied: str, reverted: str
 ) -> None:
-    assert_reverted(applied, reverted)
+    assert_reverted(Causality, applied, reverted)
 
 
 @pytest.mark.parametrize("source", DRIFT.values(), ids=DRIFT.keys())
 def test_reverting_refuses_the_same_functions(source: str) -> None:
-    with pytest.raises(EditRefused) as refused:
-        Causality(revert=True).transform_module(cst.parse_module(source))
-    assert [v.hunk for v in refused.value.drifted] == ["is_causal first"]
+    drifted = revert_refusal(Causality, source).drifted
+    assert [v.hunk for v in drifted] == ["is_causal first"]

@@ -1,20 +1,20 @@
-import libcst as cst
 import pytest
-from libcst.codemod import CodemodTest
 
-from dflash2_backport.transforms._base import EditRefused, State
+from dflash2_backport.transforms._base import State
 from dflash2_backport.transforms._meaning import same_meaning
 from dflash2_backport.transforms.draft_logit_cache import DraftLogitCache
 
 from ._cases import (
     assert_left_alone,
     assert_patched,
+    assert_reverted,
+    case,
     refusal,
+    revert_refusal,
     swap,
     swapped,
     verdicts,
 )
-from .test_speculator_selection import assert_reverted
 
 INIT = """
 class BaseSpeculator(ABC):
@@ -364,11 +364,11 @@ def test_pending_speculator_is_patched_then_left_alone(before: str, after: str) 
 def test_allocation_laid_out_otherwise_is_reverted_in_0271_layout(
     before: str, after: str, reverted: str
 ) -> None:
-    case = type("Case", (CodemodTest,), {"TRANSFORM": DraftLogitCache})()
-    case.assertCodemod(before, after)
-    case.assertCodemod(after, after)
-    case.assertCodemod(after, reverted, revert=True)
-    case.assertCodemod(before, before, revert=True)
+    checks = case(DraftLogitCache)
+    checks.assertCodemod(before, after)
+    checks.assertCodemod(after, after)
+    checks.assertCodemod(after, reverted, revert=True)
+    checks.assertCodemod(before, before, revert=True)
 
 
 @pytest.mark.parametrize("applied,reverted", REVERTED.values(), ids=REVERTED.keys())
@@ -390,9 +390,7 @@ def test_semantic_variants_are_refused(source: str) -> None:
 
 @pytest.mark.parametrize("source", DRIFT.values(), ids=DRIFT.keys())
 def test_semantic_variants_are_refused_when_reverting_too(source: str) -> None:
-    tree = cst.parse_module(CodemodTest.make_fixture_data(source))
-    with pytest.raises(EditRefused):
-        DraftLogitCache(revert=True).transform_module(tree)
+    revert_refusal(DraftLogitCache, source)
 
 
 def test_head_dtype_hook_is_named_in_the_refusal() -> None:

@@ -1,15 +1,16 @@
-import libcst as cst
 import pytest
-from libcst.codemod import CodemodTest
 
-from dflash2_backport.transforms._base import EditRefused, State
+from dflash2_backport.transforms._base import State
 from dflash2_backport.transforms.gumbel import GumbelNoisedArgmax
 
 from ._cases import (
     assert_left_alone,
     assert_patched,
+    assert_reverted_exactly,
+    crlf,
     output,
     refusal,
+    revert_refusal,
     swap,
     verdicts,
 )
@@ -279,19 +280,10 @@ def test_a_missing_name_and_a_missing_anchor_are_both_named() -> None:
 
 
 def test_a_crlf_file_stays_crlf_inside_the_inserted_docstring() -> None:
-    crlf = CodemodTest.make_fixture_data(PENDING).replace("\n", "\r\n")
-    expected = CodemodTest.make_fixture_data(APPLIED).replace("\n", "\r\n")
-    assert output(GumbelNoisedArgmax, crlf) == expected
+    assert output(GumbelNoisedArgmax, crlf(PENDING)) == crlf(APPLIED)
 
 
 # -- revert ------------------------------------------------------------------
-
-
-def reverted(source: str) -> str:
-    """What the revert writes for a fixture; raises the refusal if it refuses."""
-    codemod = GumbelNoisedArgmax(revert=True)
-    tree = cst.parse_module(CodemodTest.make_fixture_data(source))
-    return codemod.transform_module(tree).code
 
 
 REVERTED_BY_MEANING = {
@@ -337,32 +329,22 @@ def test_an_applied_form_written_otherwise_is_reverted_by_meaning(
     source: str, expected: str
 ) -> None:
     assert verdicts(GumbelNoisedArgmax, source) == {HUNK: State.APPLIED}
-    assert reverted(source) == CodemodTest.make_fixture_data(expected)
-    assert reverted(expected) == CodemodTest.make_fixture_data(expected)
+    assert_reverted_exactly(GumbelNoisedArgmax, source, expected)
 
 
 @pytest.mark.parametrize("source,caller", REVERT_REFUSED.values(), ids=REVERT_REFUSED)
 def test_a_function_other_code_calls_is_not_removed(source: str, caller: str) -> None:
     assert_left_alone(GumbelNoisedArgmax, source)
-    with pytest.raises(EditRefused) as refused:
-        reverted(source)
-    (drifted,) = refused.value.drifted
+    (drifted,) = revert_refusal(GumbelNoisedArgmax, source).drifted
     assert drifted.hunk == HUNK
     assert caller in drifted.reason
 
 
 def test_a_crlf_file_is_reverted_byte_for_byte() -> None:
-    crlf = CodemodTest.make_fixture_data(APPLIED).replace("\n", "\r\n")
-    expected = CodemodTest.make_fixture_data(PENDING).replace("\n", "\r\n")
-    codemod = GumbelNoisedArgmax(revert=True)
-    assert codemod.transform_module(cst.parse_module(crlf)).code == expected
+    assert output(GumbelNoisedArgmax, crlf(APPLIED), revert=True) == crlf(PENDING)
 
 
 @pytest.mark.parametrize("before,after", PATCHED.values(), ids=PATCHED.keys())
 def test_revert_gives_the_same_verdicts(before: str, after: str) -> None:
     for source, state in ((before, State.PENDING), (after, State.APPLIED)):
-        codemod = GumbelNoisedArgmax(revert=True)
-        codemod.transform_module(
-            cst.parse_module(CodemodTest.make_fixture_data(source))
-        )
-        assert {v.hunk: v.state for v in codemod.verdicts} == {HUNK: state}
+        assert verdicts(GumbelNoisedArgmax, source, revert=True) == {HUNK: state}

@@ -1,10 +1,9 @@
 import textwrap
 
-import libcst as cst
 import pytest
 from libcst.codemod import CodemodTest
 
-from dflash2_backport.transforms._base import EditRefused, State
+from dflash2_backport.transforms._base import State
 from dflash2_backport.transforms.speculator_selection import (
     SpeculatorSelection,
     V2RunnerForcing,
@@ -13,8 +12,10 @@ from dflash2_backport.transforms.speculator_selection import (
 from ._cases import (
     assert_left_alone,
     assert_patched,
+    assert_reverted,
     output,
     refusal,
+    revert_refusal,
     swap,
     swapped,
     verdicts,
@@ -544,15 +545,6 @@ DRIFT = both(SELECTION_DRIFT, CONFIG_DRIFT)
 REVERTED = both(SELECTION_REVERTED, CONFIG_REVERTED)
 
 
-def assert_reverted(transform, applied: str, reverted: str) -> None:
-    """Reverting `applied` gives `reverted`, which reverting then leaves alone
-    and which the codemod judges pending throughout, as it judges 0.27.1."""
-    case = type("Case", (CodemodTest,), {"TRANSFORM": transform})()
-    case.assertCodemod(applied, reverted, revert=True)
-    case.assertCodemod(reverted, reverted, revert=True)
-    assert set(verdicts(transform, reverted).values()) == {State.PENDING}
-
-
 @pytest.mark.parametrize("transform,before,after", PATCHED.values(), ids=PATCHED.keys())
 def test_pending_code_is_patched_then_left_alone(transform, before, after) -> None:
     assert_patched(transform, before, after)
@@ -581,9 +573,7 @@ def test_applied_code_written_otherwise_is_reverted_by_meaning(
 def test_semantic_variants_are_refused_when_reverting_too(
     transform, source: str
 ) -> None:
-    tree = cst.parse_module(CodemodTest.make_fixture_data(source))
-    with pytest.raises(EditRefused):
-        transform(revert=True).transform_module(tree)
+    revert_refusal(transform, source)
 
 
 def test_moved_v2_forcing_names_where_it_went() -> None:

@@ -1,11 +1,15 @@
-import libcst as cst
 import pytest
-from libcst.codemod import CodemodTest
 
-from dflash2_backport.transforms._base import EditRefused
 from dflash2_backport.transforms.subclass_seams import SubclassSeams
 
-from ._cases import assert_left_alone, assert_patched, refusal
+from ._cases import (
+    assert_left_alone,
+    assert_patched,
+    assert_reverted,
+    case,
+    refusal,
+    revert_refusal,
+)
 
 LAYER = """
 class DFlashQwen3DecoderLayer(nn.Module):
@@ -443,37 +447,25 @@ def test_refusal_names_the_argument_that_differs() -> None:
     assert "start_layer_id='0' instead of 'target_layer_num'" in message
 
 
-def _case() -> CodemodTest:
-    return type("Case", (CodemodTest,), {"TRANSFORM": SubclassSeams})()
-
-
-def assert_reverted(applied: str, reverted: str) -> None:
-    """Reverting `applied` gives `reverted`, which a revert then leaves alone."""
-    case = _case()
-    case.assertCodemod(applied, reverted, revert=True)
-    case.assertCodemod(reverted, reverted, revert=True)
-
-
 @pytest.mark.parametrize("before,after", PARTIAL.values(), ids=PARTIAL.keys())
 def test_partly_applied_classes_are_patched_and_revert_whole(
     before: str, after: str
 ) -> None:
-    case = _case()
-    case.assertCodemod(before, after)
-    case.assertCodemod(after, after)
-    assert_reverted(after, PENDING)
-    assert_reverted(before, PENDING)
+    checks = case(SubclassSeams)
+    checks.assertCodemod(before, after)
+    checks.assertCodemod(after, after)
+    assert_reverted(SubclassSeams, after, PENDING)
+    assert_reverted(SubclassSeams, before, PENDING)
 
 
 @pytest.mark.parametrize("applied,reverted", REVERTED.values(), ids=REVERTED.keys())
 def test_applied_seams_written_differently_are_reverted_by_meaning(
     applied: str, reverted: str
 ) -> None:
-    assert_reverted(applied, reverted)
+    assert_reverted(SubclassSeams, applied, reverted)
 
 
 @pytest.mark.parametrize("source,hunks", DRIFT.values(), ids=DRIFT.keys())
 def test_reverting_refuses_the_same_classes(source: str, hunks: list[str]) -> None:
-    with pytest.raises(EditRefused) as refused:
-        SubclassSeams(revert=True).transform_module(cst.parse_module(source))
-    assert [v.hunk for v in refused.value.drifted] == hunks
+    drifted = revert_refusal(SubclassSeams, source).drifted
+    assert [v.hunk for v in drifted] == hunks

@@ -1,15 +1,16 @@
-import libcst as cst
 import pytest
-from libcst.codemod import CodemodTest
 
-from dflash2_backport.transforms._base import EditRefused, State
+from dflash2_backport.transforms._base import State
 from dflash2_backport.transforms.vocab_parallel_topk import VocabParallelTopK
 
 from ._cases import (
     assert_left_alone,
     assert_patched,
+    assert_reverted_exactly,
+    crlf,
     output,
     refusal,
+    revert_refusal,
     swap,
     swapped,
     verdicts,
@@ -403,30 +404,10 @@ def test_every_drifted_hunk_is_reported() -> None:
 
 
 def test_a_crlf_file_stays_crlf_inside_the_inserted_docstrings() -> None:
-    crlf = CodemodTest.make_fixture_data(PENDING).replace("\n", "\r\n")
-    expected = CodemodTest.make_fixture_data(APPLIED).replace("\n", "\r\n")
-    assert output(VocabParallelTopK, crlf) == expected
+    assert output(VocabParallelTopK, crlf(PENDING)) == crlf(APPLIED)
 
 
 # -- revert ------------------------------------------------------------------
-
-
-def reverted(source: str) -> str:
-    """What the revert writes for a fixture; raises the refusal if it refuses."""
-    codemod = VocabParallelTopK(revert=True)
-    tree = cst.parse_module(CodemodTest.make_fixture_data(source))
-    return codemod.transform_module(tree).code
-
-
-def revert_verdicts(source: str) -> dict[str, State]:
-    codemod = VocabParallelTopK(revert=True)
-    try:
-        codemod.transform_module(
-            cst.parse_module(CodemodTest.make_fixture_data(source))
-        )
-    except EditRefused:
-        pass
-    return {v.hunk: v.state for v in codemod.verdicts}
 
 
 HAS_FLASHINFER_AFTER_TORCH = (
@@ -511,7 +492,8 @@ REVERT_REFUSED = {
     "source", [after for _, after in PATCHED.values()], ids=PATCHED.keys()
 )
 def test_revert_gives_the_same_verdicts(source: str) -> None:
-    assert revert_verdicts(source) == verdicts(VocabParallelTopK, source)
+    forward = verdicts(VocabParallelTopK, source)
+    assert verdicts(VocabParallelTopK, source, revert=True) == forward
 
 
 @pytest.mark.parametrize(
@@ -521,15 +503,14 @@ def test_an_applied_form_written_otherwise_is_reverted_by_meaning(
     source: str, expected: str
 ) -> None:
     assert set(verdicts(VocabParallelTopK, source).values()) == {State.APPLIED}
-    assert reverted(source) == CodemodTest.make_fixture_data(expected)
-    assert reverted(expected) == CodemodTest.make_fixture_data(expected)
+    assert_reverted_exactly(VocabParallelTopK, source, expected)
 
 
 @pytest.mark.parametrize("source", PARTLY_APPLIED.values(), ids=PARTLY_APPLIED.keys())
 def test_only_the_applied_hunks_are_reverted(source: str) -> None:
     states = set(verdicts(VocabParallelTopK, source).values())
     assert states == {State.APPLIED, State.PENDING}
-    assert reverted(source) == CodemodTest.make_fixture_data(PENDING)
+    assert_reverted_exactly(VocabParallelTopK, source, PENDING)
 
 
 @pytest.mark.parametrize(
@@ -539,15 +520,10 @@ def test_a_name_other_code_reads_is_not_removed(
     source: str, hunk: str, reason: str
 ) -> None:
     assert_left_alone(VocabParallelTopK, source)
-    with pytest.raises(EditRefused) as refused:
-        reverted(source)
-    (drifted,) = refused.value.drifted
+    (drifted,) = revert_refusal(VocabParallelTopK, source).drifted
     assert drifted.hunk == hunk
     assert reason in drifted.reason
 
 
 def test_a_crlf_file_is_reverted_byte_for_byte() -> None:
-    crlf = CodemodTest.make_fixture_data(APPLIED).replace("\n", "\r\n")
-    expected = CodemodTest.make_fixture_data(PENDING).replace("\n", "\r\n")
-    codemod = VocabParallelTopK(revert=True)
-    assert codemod.transform_module(cst.parse_module(crlf)).code == expected
+    assert output(VocabParallelTopK, crlf(APPLIED), revert=True) == crlf(PENDING)
