@@ -1,10 +1,9 @@
 """Run the codemods over the target files, on two cores when there are two.
 
-Parsing is most of the cost of a cold `check`, and importing libcst's
-matchers is most of the rest; both are per process. The files are split by
-size into two shares; a forked worker imports, parses and judges one share
-while this process does the other, and sends back its verdicts (and, when
-asked, the patched bytes). Without fork, or with DFLASH2_BACKPORT_JOBS=1, one
+Parsing is most of the cost of a cold `check`. Once libcst and the codemods
+are loaded, the files are split by size into two shares; a forked worker
+parses and judges one share while this process does the other, and sends
+back its verdicts (and, when asked, the patched bytes). Without fork, or with DFLASH2_BACKPORT_JOBS=1, one
 process does it all; the results are the same either way.
 """
 
@@ -36,6 +35,12 @@ def judge(root: Path, want_bytes: bool, direction: str = "apply") -> list[FileVe
     """
     if _jobs() < 2:
         return _in_upstream_order(_judge_share(root, want_bytes, direction, 0, 1))
+    # Import before forking: the worker inherits the loaded parser and
+    # codemods instead of spending a second core on loading them again.
+    import libcst  # noqa: F401
+
+    from . import transforms  # noqa: F401
+
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # the worker
