@@ -1,0 +1,88 @@
+"""Fixtures for tests that run real vLLM 0.27.1 in fresh interpreters.
+
+Venvs (env.py; the first use builds them, about two minutes, later pytest runs
+reuse them): `pristine_python` / `patched_python` are their interpreters,
+`pristine_venv` / `patched_venv` their directories, `venvs` both by name.
+
+Snippets: `run_snippet(python, code, args=[...], timeout=...)` runs `code` in a
+fresh interpreter of that venv and returns what the code passed to
+`runtime_guest.emit(...)`; `snippets.start(...)` starts one without waiting
+(`.result()` waits), `snippets.run_many([(python, code), ...])` runs several
+side by side. The interpreter sees venv_side/ on its path (runtime_guest:
+emit, attempt, use_triton_interpreter, stub_silu_and_mul, distributed), has
+CUDA_VISIBLE_DEVICES="" and TRITON_INTERPRET=1, the CPU platform plugin
+active, and VLLM_CACHE_ROOT in the pytest run's temp dir.
+
+`tiny_models`: config-only model directories (tiny_configs.py).
+
+Every test under this directory is marked `runtime`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.runtime import env as runtime_env
+from tests.runtime.harness import SnippetRunner
+from tests.runtime.tiny_configs import write_models
+
+
+def pytest_collection_modifyitems(config, items):
+    # Collection hooks see every collected item, not just this tree's.
+    here = Path(__file__).resolve().parent
+    for item in items:
+        if here in Path(str(item.path)).resolve().parents:
+            item.add_marker(pytest.mark.runtime)
+
+
+@pytest.fixture(scope="session")
+def base_venv() -> Path:
+    return runtime_env.base_env()
+
+
+@pytest.fixture(scope="session")
+def pristine_venv(base_venv) -> Path:
+    return runtime_env.pristine_env()
+
+
+@pytest.fixture(scope="session")
+def patched_venv(base_venv) -> Path:
+    return runtime_env.patched_env()
+
+
+@pytest.fixture(scope="session")
+def pristine_python(pristine_venv) -> Path:
+    return runtime_env.venv_python(pristine_venv)
+
+
+@pytest.fixture(scope="session")
+def patched_python(patched_venv) -> Path:
+    return runtime_env.venv_python(patched_venv)
+
+
+@pytest.fixture(scope="session")
+def venvs(pristine_python, patched_python) -> dict[str, Path]:
+    """Both interpreters by name, for tests that probe each."""
+    return {"pristine": pristine_python, "patched": patched_python}
+
+
+@pytest.fixture(scope="session")
+def snippets(tmp_path_factory):
+    runner = SnippetRunner(tmp_path_factory.mktemp("runtime"))
+    yield runner
+    runner.close()
+
+
+@pytest.fixture(scope="session")
+def run_snippet(snippets):
+    """run_snippet(python, code, **options) -> the JSON the snippet emitted."""
+    return snippets.run
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory) -> dict[str, Path]:
+    """Config-only model directories (tiny_configs.py): a dense and a MoE
+    Qwen3 target, a DFlash2 draft and DFlash1 drafts; name -> directory."""
+    return write_models(tmp_path_factory.mktemp("models"))

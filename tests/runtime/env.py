@@ -1,0 +1,326 @@
+"""Virtual environments with real vLLM 0.27.1 for the runtime tests.
+
+Three venvs live under CACHE/runtime:
+
+* base: torch, triton and the pinned imports vLLM needs (constraints.txt),
+  plus a CPU platform plugin. About 2.5 GB, so it is built once per
+  constraints hash and shared.
+* pristine: sees base through a .pth file and holds vLLM 0.27.1 as the wheel
+  installs it.
+* patched: the same, plus this project installed from the checkout and its
+  console script run against the venv, as a user would. Rebuilt whenever the
+  project's sources change.
+
+Each venv is built under a unique directory name and published by atomically
+pointing a symlink at it, so a build that dies half way is never mistaken for
+a finished one, and every path baked into the venv (shebangs, .pth lines,
+compiled files) stays valid. Builds are serialised by a file lock, so several
+pytest processes can ask for the same venv at once; each process also holds a
+shared lock on the venvs it uses, and old builds are pruned only when no
+process holds them.
+
+`python -m tests.runtime.env` (from the repository root) builds or finds all
+three and prints where they are.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+
+from tests.wheels import CACHE, vllm_wheel
+
+VLLM_VERSION = "0.27.1"
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+CONSTRAINTS = HERE / "constraints.txt"
+PLUGIN_SOURCE = HERE / "venv_side" / "vllm_cpu_platform.py"
+ROOT = CACHE / "runtime"
+
+# What decides whether the installed project is current. Anything else in the
+# checkout (tests, docs) does not change what `apply` does to vLLM.
+PROJECT_INPUTS = ("pyproject.toml", "dflash2_backport", "transforms", "modules")
+
+# Older builds of a kind are removed once this many newer ones exist; each
+# child venv holds its own ~800 MB copy of vLLM.
+KEEP_PER_KIND = 2
+
+
+class EnvBuildError(RuntimeError):
+    pass
+
+
+def _digest(paths: list[Path], root: Path) -> str:
+    h = hashlib.sha256()
+    for path in paths:
+        files = [path] if path.is_file() else sorted(
+            p for p in path.rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+        )
+        for f in files:
+            h.update(str(f.relative_to(root)).encode())
+            h.update(b"\0")
+            h.update(f.read_bytes())
+            h.update(b"\0")
+    return h.hexdigest()[:16]
+
+
+def base_key() -> str:
+    return _digest([CONSTRAINTS, PLUGIN_SOURCE], HERE)
+
+
+def project_key(root: Path | None = None) -> str:
+    root = root or REPO
+    return _digest([root / name for name in PROJECT_INPUTS if (root / name).exists()], root)
+
+
+def venv_python(venv: Path) -> Path:
+    return venv / "bin" / "python"
+
+
+def site_packages(venv: Path) -> Path:
+    found = sorted((venv / "lib").glob("python3*/site-packages"))
+    if len(found) != 1:
+        raise EnvBuildError(f"cannot find the site-packages of {venv}")
+    return found[0]
+
+
+@contextmanager
+def _locked():
+    ROOT.mkdir(parents=True, exist_ok=True)
+    with open(ROOT / ".lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _run(cmd: list[str | Path], log: Path, env_extra: dict | None = None) -> None:
+    env = dict(os.environ, **(env_extra or {}))
+    # The child venvs must not pick up the interpreter that runs pytest.
+    env.pop("PYTHONPATH", None)
+    env.pop("VIRTUAL_ENV", None)
+    env.setdefault("PIP_DISABLE_PIP_VERSION_CHECK", "1")
+    with open(log, "a") as out:
+        out.write(f"$ {' '.join(map(str, cmd))}\n")
+        out.flush()
+        done = subprocess.run(
+            [str(c) for c in cmd], stdout=out, stderr=subprocess.STDOUT,
+            env=env,
+        )
+    if done.returncode != 0:
+        tail = log.read_text(errors="replace")[-4000:]
+        raise EnvBuildError(f"{' '.join(map(str, cmd))} failed ({done.returncode}):\n{tail}")
+
+
+def _publish(name: str, build, *, prune: bool = True) -> Path:
+    """The venv published as ROOT/name, built by `build(dir, log)` if missing."""
+    link = ROOT / name
+    with _locked():
+        if link.is_symlink() and (link / ".complete").exists():
+            _hold(link.resolve())
+            return link
+        kind = name.split("-", 1)[0]
+        target = ROOT / f"{name}.{uuid.uuid4().hex[:8]}"
+        log = ROOT / f"{target.name}.log"
+        started = time.monotonic()
+        try:
+            build(target, log)
+        except BaseException:
+            shutil.rmtree(target, ignore_errors=True)
+            raise
+        (target / ".complete").write_text(f"{time.monotonic() - started:.1f}\n")
+        staging = ROOT / f".{name}.{uuid.uuid4().hex[:8]}"
+        staging.symlink_to(target.name)
+        os.replace(staging, link)
+        _hold(target)
+        if prune:
+            _prune(kind)
+        return link
+
+
+# Shared locks on the venvs this process uses, held until it exits, so that
+# another process pruning old builds never removes one still in use.
+_HELD: dict[Path, object] = {}
+
+
+def _hold(venv: Path) -> None:
+    if venv not in _HELD:
+        handle = open(venv / ".complete")
+        fcntl.flock(handle, fcntl.LOCK_SH)
+        _HELD[venv] = handle
+
+
+def _in_use(venv: Path) -> bool:
+    try:
+        handle = open(venv / ".complete")
+    except FileNotFoundError:
+        return False
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        return False
+
+
+def _prune(kind: str) -> None:
+    """Drop dead builds of a kind and all but its newest finished ones.
+
+    Runs under the lock, so a directory without .complete is a build that
+    died, never one in progress.
+    """
+    dirs = [p for p in ROOT.glob(f"{kind}-*.*") if p.is_dir() and not p.is_symlink()]
+    finished = sorted(
+        (p for p in dirs if (p / ".complete").exists()),
+        key=lambda p: (p / ".complete").stat().st_mtime, reverse=True,
+    )
+    for directory in set(dirs) - set(finished[:KEEP_PER_KIND]):
+        if _in_use(directory):
+            continue
+        shutil.rmtree(directory, ignore_errors=True)
+        (ROOT / f"{directory.name}.log").unlink(missing_ok=True)
+    for link in ROOT.glob(f"{kind}-*"):
+        if link.is_symlink() and not link.exists():
+            link.unlink()
+    # A failed build leaves only its log; keep the newest for a look.
+    orphans = sorted(
+        (log for log in ROOT.glob(f"{kind}-*.log") if not log.with_suffix("").exists()),
+        key=lambda log: log.stat().st_mtime, reverse=True,
+    )
+    for log in orphans[1:]:
+        log.unlink(missing_ok=True)
+
+
+def _make_venv(target: Path, log: Path) -> None:
+    # The interpreter behind whichever venv runs pytest, so that the new venv
+    # does not chain onto it.
+    python = getattr(sys, "_base_executable", sys.executable)
+    _run([python, "-m", "venv", target], log)
+
+
+def _requirements() -> tuple[list[str], list[str]]:
+    normal, no_deps = [], []
+    for raw in CONSTRAINTS.read_text().splitlines():
+        line, _, comment = raw.partition("#")
+        line = line.strip()
+        if not line:
+            continue
+        (no_deps if "no-deps" in comment else normal).append(line)
+    return normal, no_deps
+
+
+def _install_plugin(sp: Path) -> None:
+    """Install the platform plugin as a distribution, without a build step."""
+    shutil.copyfile(PLUGIN_SOURCE, sp / PLUGIN_SOURCE.name)
+    info = sp / "vllm_cpu_platform-0.0.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: vllm-cpu-platform\nVersion: 0.0.0\n"
+    )
+    (info / "entry_points.txt").write_text(
+        "[vllm.platform_plugins]\ncpu_tests = vllm_cpu_platform:cpu_platform\n"
+    )
+    (info / "INSTALLER").write_text("dflash2-backport tests\n")
+    (info / "RECORD").write_text(
+        f"{PLUGIN_SOURCE.name},,\n"
+        + "".join(f"{info.name}/{n},,\n" for n in ("METADATA", "entry_points.txt",
+                                                   "INSTALLER", "RECORD"))
+    )
+
+
+def base_env() -> Path:
+    def build(target: Path, log: Path) -> None:
+        _make_venv(target, log)
+        pip = [venv_python(target), "-m", "pip", "install", "--no-compile", "--quiet"]
+        normal, no_deps = _requirements()
+        with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as req:
+            req.write("\n".join(normal) + "\n")
+        try:
+            _run(pip + ["-r", req.name], log)
+        finally:
+            os.unlink(req.name)
+        if no_deps:
+            _run(pip + ["--no-deps", *no_deps], log)
+        _install_plugin(site_packages(target))
+
+    return _publish(f"base-{base_key()}", build)
+
+
+def _child(name: str, base: Path, extra_steps) -> Path:
+    def build(target: Path, log: Path) -> None:
+        # Fetched under the build lock, so concurrent runs download it once.
+        wheel = vllm_wheel(VLLM_VERSION)
+        _make_venv(target, log)
+        sp = site_packages(target)
+        # addsitedir (not a bare path line) so that base's own .pth files run too.
+        (sp / "_runtime_base.pth").write_text(
+            f"import site; site.addsitedir({str(site_packages(base.resolve()))!r})\n"
+        )
+        pip = [venv_python(target), "-m", "pip", "install", "--no-compile", "--quiet"]
+        _run(pip + ["--no-deps", wheel], log)
+        extra_steps(target, log, pip)
+
+    return _publish(name, build)
+
+
+def pristine_env() -> Path:
+    base = base_env()
+    return _child(f"pristine-{base_key()}", base, lambda *_: None)
+
+
+def _snapshot(directory: Path) -> Path:
+    """A copy of the checkout to install from: the venv's key is computed
+    from exactly what gets installed, even if the tree changes meanwhile, and
+    what pip leaves behind (build/, *.egg-info) never lands in the tree."""
+    source = directory / "src"
+    shutil.copytree(
+        REPO, source,
+        ignore=shutil.ignore_patterns(
+            ".git", ".venv", "tests", "__pycache__", "*.egg-info", "build",
+            "dist", ".pytest_cache", ".ruff_cache",
+        ),
+    )
+    return source
+
+
+def patched_env() -> Path:
+    base = base_env()
+    with tempfile.TemporaryDirectory() as tmp:
+        source = _snapshot(Path(tmp))
+
+        def install_and_apply(target: Path, log: Path, pip: list) -> None:
+            _run(pip + [source], log)
+            # The command's verdict cache goes to a scratch dir: a build must
+            # not depend on, or leave, state outside the venv.
+            with tempfile.TemporaryDirectory() as verdicts:
+                _run([target / "bin" / "dflash2-backport", "apply"], log,
+                     env_extra={"DFLASH2_BACKPORT_CACHE_DIR": verdicts})
+
+        return _child(
+            f"patched-{base_key()}-{project_key(source)}", base, install_and_apply
+        )
+
+
+def main() -> None:
+    """Build (or find) every venv and print where they are."""
+    for build in (base_env, pristine_env, patched_env):
+        started = time.monotonic()
+        path = build()
+        print(f"{build.__name__}: {path} -> {path.resolve().name} "
+              f"({time.monotonic() - started:.1f}s)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,162 @@
+"""Running code in fresh interpreters of the runtime venvs.
+
+Used through the fixtures in conftest.py; see its docstring.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+import textwrap
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+VENV_SIDE = Path(__file__).resolve().parent / "venv_side"
+
+# A fresh interpreter spends 10-20 s importing vLLM and torch; the slowest
+# probes take about a minute alone on two cores, more when runs overlap.
+DEFAULT_TIMEOUT = 600
+
+
+class SnippetError(AssertionError):
+    pass
+
+
+@dataclass
+class Snippet:
+    """A snippet started in a venv interpreter, not yet waited for."""
+
+    python: Path
+    process: subprocess.Popen
+    result_file: Path
+    log_file: Path
+    deadline: float
+
+    def result(self):
+        try:
+            self.process.wait(timeout=max(0.0, self.deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise SnippetError(
+                f"snippet in {self.python} timed out:\n{self._log()}"
+            ) from None
+        if self.process.returncode != 0:
+            raise SnippetError(
+                f"snippet in {self.python} exited {self.process.returncode}:\n"
+                f"{self._log()}"
+            )
+        if not self.result_file.exists() or not self.result_file.stat().st_size:
+            raise SnippetError(f"snippet in {self.python} emitted nothing:\n{self._log()}")
+        return json.loads(self.result_file.read_text())
+
+    def failed(self) -> bool:
+        return self.process.poll() not in (None, 0)
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+    def _log(self) -> str:
+        return self.log_file.read_text(errors="replace")[-6000:]
+
+
+def snippet_env(cache_root: Path, *, cpu_platform: bool = True,
+                triton_interpret: bool = True, extra: dict | None = None) -> dict:
+    """The environment of a snippet interpreter.
+
+    CUDA_VISIBLE_DEVICES="" is what lets vLLM treat an importable triton as
+    usable with no GPU driver; TRITON_INTERPRET=1 then runs `@triton.jit`
+    kernels in triton's interpreter. VLLM_CACHE_ROOT keeps vLLM's model-info
+    cache out of the home directory.
+    """
+    environ = {
+        k: v for k, v in os.environ.items()
+        if not k.startswith(("VLLM_", "TRITON_", "PYTHON", "VIRTUAL_ENV"))
+    }
+    environ.update(
+        PYTHONPATH=str(VENV_SIDE),
+        PYTHONUNBUFFERED="1",
+        CUDA_VISIBLE_DEVICES="",
+        VLLM_CACHE_ROOT=str(cache_root),
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        VLLM_NO_USAGE_STATS="1",
+        # Two interpreters often run side by side on a small machine.
+        OMP_NUM_THREADS="1",
+    )
+    if triton_interpret:
+        environ["TRITON_INTERPRET"] = "1"
+    if not cpu_platform:
+        environ["VLLM_PLUGINS"] = "none"
+    environ.update(extra or {})
+    return environ
+
+
+class SnippetRunner:
+    """Starts snippets in fresh interpreters of a venv.
+
+    `start` returns at once so that probes of both venvs run side by side;
+    `run` starts and waits.
+    """
+
+    def __init__(self, workdir: Path):
+        self.workdir = workdir
+        self.cache_root = workdir / "vllm-cache"
+        self.cache_root.mkdir(parents=True, exist_ok=True)
+        self._started: list[Snippet] = []
+
+    def start(self, python: Path, code: str, *, timeout: float = DEFAULT_TIMEOUT,
+              args: list[str] | None = None, **env_options) -> Snippet:
+        scratch = Path(tempfile.mkdtemp(prefix="snippet-", dir=self.workdir))
+        script = scratch / "snippet.py"
+        script.write_text(textwrap.dedent(code))
+        result_file = scratch / "result.json"
+        log_file = scratch / "output.log"
+        environ = snippet_env(self.cache_root, **env_options)
+        environ["RUNTIME_RESULT"] = str(result_file)
+        with open(log_file, "w") as log:
+            process = subprocess.Popen(
+                [str(python), str(script), *(args or [])],
+                cwd=scratch, env=environ, stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+        snippet = Snippet(python, process, result_file, log_file,
+                          time.monotonic() + timeout)
+        self._started.append(snippet)
+        return snippet
+
+    def run(self, python: Path, code: str, **kwargs):
+        return self.start(python, code, **kwargs).result()
+
+    def run_many(self, jobs: list[tuple[Path, str]], **kwargs) -> list:
+        """Run snippets side by side; results in the order of `jobs`."""
+        return self.gather([self.start(python, code, **kwargs) for python, code in jobs])
+
+    @staticmethod
+    def gather(started: list[Snippet]) -> list:
+        """Results of snippets started together, in order. The first failure
+        ends the others: a peer of a dead tensor-parallel rank would otherwise
+        wait in a collective until its timeout."""
+        try:
+            while True:
+                alive = [s for s in started if s.process.poll() is None]
+                if not alive or any(s.failed() for s in started):
+                    break
+                if time.monotonic() > min(s.deadline for s in alive):
+                    break
+                time.sleep(0.2)
+            failed = [s for s in started if s.failed()]
+            if failed:
+                failed[0].result()
+            return [s.result() for s in started]
+        finally:
+            for snippet in started:
+                snippet.kill()
+
+    def close(self) -> None:
+        for snippet in self._started:
+            snippet.kill()
