@@ -9,6 +9,7 @@ returned. A cache that cannot be read or written is simply not used.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import json
@@ -28,6 +29,7 @@ def _directory() -> Path:
     return Path(base) / "dflash2-backport" / "verdicts"
 
 
+@functools.cache
 def _codemods_digest() -> str:
     # The transforms package's location, found without importing it (which
     # would load libcst).
