@@ -16,6 +16,19 @@ class State(enum.Enum):
     DRIFT = "drift"
 
 
+class Direction(enum.Enum):
+    """Which way a command rewrites the tree."""
+
+    APPLY = "apply"
+    REVERT = "revert"
+
+    @property
+    def rewrites(self) -> State:
+        """The hunk state this direction changes: apply patches pending hunks,
+        revert undoes applied ones."""
+        return State.PENDING if self is Direction.APPLY else State.APPLIED
+
+
 @dataclasses.dataclass(frozen=True)
 class HunkVerdict:
     hunk: str
