@@ -99,39 +99,96 @@ def _run(
     force: bool,
     fail_if_changed: bool = False,
 ) -> int:
+    """Every way a run can end becomes an exit code and one message: 0 and 1
+    as documented, 2 for anything that stops the tool."""
+    from . import interrupts
+    from .errors import Interrupted
     from .report import Report
-    from .target import locate, triage
 
+    interrupts.install()
     report = Report(command, json_output)
     try:
-        target = locate(site_packages, root)
-        report.target = target
-        verdict = triage(target, force)
-        if verdict.refusal:
-            return report.error(verdict.refusal)
-        if verdict.upstream:
-            return report.upstream()
-        # Imported late: the checks above need no parser, and a target that
-        # upstream already serves is answered without loading libcst.
-        from .engine import make_plan, write
-        from .record import record_of
+        return _execute(report, command, site_packages, root, diff, force, fail_if_changed)
+    except BackportError as error:
+        return report.error(str(error))
+    except Interrupted as error:
+        return report.interrupted(error)
+    except OSError as error:
+        where = error.filename or (report.target.root if report.target else "dflash2-backport")
+        return report.error(f"{where}: {error.strerror or error}; nothing was written")
+    except Exception as error:  # noqa: BLE001 - a bug: said plainly, never a traceback
+        return report.internal_error(error)
 
+
+def _execute(
+    report,
+    command: str,
+    site_packages: Path | None,
+    root: Path | None,
+    diff: bool,
+    force: bool,
+    fail_if_changed: bool,
+) -> int:
+    from .target import locate, triage
+
+    target = locate(site_packages, root)
+    report.target = target
+    verdict = triage(target, force)
+    if verdict.refusal:
+        return report.error(verdict.refusal)
+    if verdict.upstream:
+        return report.upstream()
+    # Imported late: the checks above need no parser, and a target that
+    # upstream already serves is answered without loading libcst.
+    from .commit import commit, finish_interrupted, interrupted_message, read_intent
+    from .engine import make_plan
+    from .lock import TreeLock, timeout_from_environment, writer_active
+    from .record import record_of
+    from .verdicts import Direction
+
+    direction = Direction.REVERT if command == "revert" else Direction.APPLY
+    record_file, note = (
+        record_of(target.root) if target.kind == "site-packages" else (None, None)
+    )
+    notes = (note,) if note else ()
+
+    def plan_now(notes: tuple[str, ...]):
         plan = make_plan(
             target.root,
             need_changes=diff or command != "check",
-            direction="revert" if command == "revert" else "apply",
-            record_file=record_of(target.root) if target.kind == "site-packages" else None,
+            direction=direction,
+            record_file=record_file,
+            notes=notes,
         )
         report.plan = plan
         if diff:
             report.diff = plan.diff()
+        return plan
+
+    if command == "check":
+        # A dry run writes nothing, not even a lock file; it only says
+        # whether a writer is at work or was interrupted.
+        intent = read_intent(target.root)
+        if intent is not None:
+            holder = writer_active(target.root)
+            if holder is not None:
+                return report.error(
+                    f"{target.root}: {holder} is writing this tree now; "
+                    "run check again once it has finished"
+                )
+            return report.error(interrupted_message(target.root, intent))
+        plan = plan_now(notes)
+        return report.refused() if plan.refused else report.finished()
+
+    with TreeLock(target.root, command) as lock:
+        lock.acquire(timeout_from_environment(), report.waiting)
+        finished = finish_interrupted(target.root)
+        plan = plan_now(notes + ((finished,) if finished else ()))
         if plan.refused:
             return report.refused()
-        if command != "check" and plan.pending:
-            report.written = write(plan)
-        return report.finished(fail_if_changed)
-    except BackportError as error:
-        return report.error(str(error))
+        if plan.pending:
+            report.written = commit(target.root, command, plan.changes)
+    return report.finished(fail_if_changed)
 
 
 def main() -> None:

@@ -1,10 +1,9 @@
-"""Plan every edit in memory, then write all of it or nothing.
+"""Judge every edit and module, and compute what a command would write.
 
-Each target file is read and parsed once; the codemods that touch it run in
-turn on the same tree (see judge.py). Results are re-parsed before anything is written, and
-files are replaced atomically (temporary file in the same directory, fsync,
-os.replace) with their permissions kept. If a write still fails part-way, the
-files already replaced are put back.
+The plan is a value: every file's verdicts, and (when the caller will write
+or diff) every change in commit order, parse-checked, with vLLM's RECORD
+already reconciled. Nothing here writes; `commit.commit` does, all or
+nothing.
 """
 
 from __future__ import annotations
@@ -12,155 +11,171 @@ from __future__ import annotations
 import ast
 import dataclasses
 import difflib
-import functools
-import os
-import tempfile
 from pathlib import Path
 
-from . import verdict_cache
+from . import record, verdict_cache
+from .commit import Change
 from .errors import BackportError
-from . import record
 from .installer import ModulePlan, plan_module_removal, plan_modules
-from .judge import judge
-from .verdicts import EditReport
+from .layout import MODULE_FILES, TARGET_FILES, commit_rank
+from .safe_files import check_path, decode_source, read_regular
+from .verdicts import Direction, EditReport, State
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class Plan:
     root: Path
-    direction: str  # "apply" or "revert"
-    edits: list[EditReport]
-    modules: list[ModulePlan]
-    # Files the edits change: relative path -> (bytes now, bytes after).
-    patched: dict[str, tuple[bytes, bytes]]
-    # An installed vLLM's RECORD, kept true to the files (None in a source tree).
-    record: Path | None = None
+    direction: Direction
+    edits: tuple[EditReport, ...]
+    modules: tuple[ModulePlan, ...]
+    #: An installed vLLM's RECORD, kept true to the files (None: none to keep).
+    record: Path | None
+    #: PENDING when RECORD does not yet match what the files will be.
+    record_state: State | None
+    #: What the command writes, in commit order; empty when refused, and
+    #: when the caller asked for verdicts only.
+    changes: tuple[Change, ...]
+    #: Things the user should know that are not edits (a missing RECORD).
+    notes: tuple[str, ...] = ()
 
     @property
     def refused(self) -> bool:
-        return any(e.state == "drift" for e in self.edits) or any(
-            m.state == "drift" for m in self.modules
+        return any(_state(e) is State.DRIFT for e in self.edits) or any(
+            m.state is State.DRIFT for m in self.modules
         )
 
-    def to_do(self, state: str) -> bool:
-        """Whether an item in `state` needs writing in this plan's direction."""
-        return state == _rewritten(self.direction)
-
     def edit_to_do(self, edit: EditReport) -> bool:
-        return _has(edit, _rewritten(self.direction))
+        rewritten = self.direction.rewrites
+        return any(h.state is rewritten for h in edit.hunks)
 
-    @property
-    def record_state(self) -> str | None:
-        if self.record is None:
-            return None
-        return "pending" if self.record_change is not None else "applied"
+    def module_to_do(self, module: ModulePlan) -> bool:
+        return module.state is self.direction.rewrites
 
     @property
     def pending(self) -> bool:
         """Whether this plan's direction has anything to write."""
         return not self.refused and (
             any(self.edit_to_do(e) for e in self.edits)
-            or any(self.to_do(m.state) for m in self.modules)
-            or self.record_state == "pending"
+            or any(self.module_to_do(m) for m in self.modules)
+            or self.record_state is State.PENDING
         )
-
-    @functools.cached_property
-    def changes(self) -> dict[str, tuple[bytes | None, bytes | None]]:
-        """Relative path -> (bytes now or None, bytes to write or None to remove)."""
-        if self.refused:
-            return {}
-        changes: dict[str, tuple[bytes | None, bytes | None]] = {}
-        for relative, (original, result) in self.patched.items():
-            _check_parses(self.root / relative, result)
-            if result != original:
-                changes[relative] = (original, result)
-        for module in self.modules:
-            if self.to_do(module.state):
-                existing = self.root / module.dest
-                before = existing.read_bytes() if existing.is_file() else None
-                changes[module.dest] = (before, module.content)
-        if self.record_change is not None:
-            changes[str(self.record.relative_to(self.root))] = self.record_change
-        return changes
-
-    @functools.cached_property
-    def record_change(self) -> tuple[bytes, bytes] | None:
-        if self.record is None or self.refused:
-            return None
-        after: dict[str, bytes | None] = {}
-        for relative in dict.fromkeys(e.path for e in self.edits):
-            after[relative] = (
-                self.patched[relative][1]
-                if relative in self.patched
-                else _read_or_none(self.root / relative)
-            )
-        for module in self.modules:
-            if self.to_do(module.state):
-                after[module.dest] = module.content
-            else:
-                after[module.dest] = _read_or_none(self.root / module.dest)
-        before = self.record.read_bytes()
-        reconciled = record.reconcile(before, after)
-        return None if reconciled == before else (before, reconciled)
 
     def diff(self) -> str:
         chunks = []
-        for path, (old, new) in self.changes.items():
+        for change in self.changes:
             chunks.extend(
                 difflib.unified_diff(
-                    _lines(old),
-                    _lines(new),
-                    fromfile=f"a/{path}" if old is not None else "/dev/null",
-                    tofile=f"b/{path}" if new is not None else "/dev/null",
+                    _lines(change.path, change.before),
+                    _lines(change.path, change.after),
+                    fromfile=f"a/{change.path}" if change.before is not None else "/dev/null",
+                    tofile=f"b/{change.path}" if change.after is not None else "/dev/null",
                 )
             )
         return "".join(chunks)
 
 
-def _lines(data: bytes | None) -> list[str]:
-    return [] if data is None else data.decode("utf-8").splitlines(keepends=True)
+def _state(edit: EditReport) -> State:
+    return State(edit.state)
 
 
-def _read_or_none(path: Path) -> bytes | None:
-    try:
-        return path.read_bytes()
-    except OSError:
-        return None
+def _lines(path: str, data: bytes | None) -> list[str]:
+    if data is None:
+        return []
+    return decode_source(path, data).splitlines(keepends=True)
 
 
 def make_plan(
     root: Path,
     need_changes: bool,
     use_cache: bool = True,
-    direction: str = "apply",
+    direction: Direction = Direction.APPLY,
     record_file: Path | None = None,
+    notes: tuple[str, ...] = (),
 ) -> Plan:
     """Judge every hunk and module. `need_changes`: the caller will write or
-    diff, so files to rewrite must be rewritten even when the verdicts are
-    known."""
-    modules = plan_modules(root) if direction == "apply" else plan_module_removal(root)
+    diff, so the changes are computed (and parse-checked) too."""
+    _refuse_what_is_not_a_plain_file(root, record_file)
+    modules = tuple(
+        plan_modules(root) if direction is Direction.APPLY else plan_module_removal(root)
+    )
+    edits, patched = _judged(root, need_changes, direction, use_cache)
+    record_before = read_regular(record_file) if record_file is not None else None
+    if record_file is not None and record_before is None:
+        record_file = None
+    plan = Plan(root, direction, edits, modules, record_file, None, (), notes)
+    if plan.refused:
+        return plan
+    after = _files_after(plan, patched)
+    record_after = None
+    if record_file is not None:
+        record_after = record.reconcile(record_file, record_before, after)
+    record_state = (
+        None if record_file is None
+        else State.PENDING if record_after != record_before
+        else State.APPLIED
+    )
+    changes: tuple[Change, ...] = ()
+    if need_changes:
+        changes = _changes(plan, patched, after, record_before, record_after)
+    return dataclasses.replace(plan, record_state=record_state, changes=changes)
+
+
+def _judged(
+    root: Path, need_changes: bool, direction: Direction, use_cache: bool
+) -> tuple[tuple[EditReport, ...], dict[str, tuple[bytes, bytes]]]:
+    """Every edit's verdicts, and the rewritten bytes of the files a write needs."""
+    from .judge import judge
+
     if use_cache:
         cached = verdict_cache.lookup(root)
         if cached is not None and not (
-            need_changes and any(_has(e, _rewritten(direction)) for e in cached)
+            need_changes and any(h.state is direction.rewrites for e in cached for h in e.hunks)
         ):
-            return Plan(root, direction, cached, modules, {}, record_file)
-    files = judge(root, want_bytes=need_changes, direction=direction)
-    edits = [edit for file in files for edit in file.edits]
+            return tuple(cached), {}
+    files = judge(root, want_bytes=need_changes, direction=direction.value)
+    edits = tuple(edit for file in files for edit in file.edits)
     if use_cache:
-        verdict_cache.store(root, {f.path: f.original for f in files}, edits)
+        verdict_cache.store(root, {f.path: f.original for f in files}, list(edits))
     patched = {f.path: (f.original, f.patched) for f in files if f.patched is not None}
-    return Plan(root, direction, edits, modules, patched, record_file)
+    return edits, patched
 
 
-def _rewritten(direction: str) -> str:
-    """The state a direction rewrites: apply patches pending hunks, revert
-    undoes applied ones."""
-    return "pending" if direction == "apply" else "applied"
+def _files_after(plan: Plan, patched: dict[str, tuple[bytes, bytes]]) -> dict[str, bytes | None]:
+    """Every file the backport owns, as the command leaves it."""
+    after: dict[str, bytes | None] = {}
+    for relative in dict.fromkeys(e.path for e in plan.edits):
+        after[relative] = (
+            patched[relative][1] if relative in patched else read_regular(plan.root / relative)
+        )
+    for module in plan.modules:
+        after[module.dest] = (
+            module.content if plan.module_to_do(module) else read_regular(plan.root / module.dest)
+        )
+    return after
 
 
-def _has(edit: EditReport, state: str) -> bool:
-    return any(h.state.value == state for h in edit.hunks)
+def _changes(
+    plan: Plan,
+    patched: dict[str, tuple[bytes, bytes]],
+    after: dict[str, bytes | None],
+    record_before: bytes | None,
+    record_after: bytes | None,
+) -> tuple[Change, ...]:
+    changes = []
+    for relative, (original, result) in patched.items():
+        _check_parses(plan.root / relative, result)
+        if result != original:
+            changes.append(Change(relative, original, result))
+    for module in plan.modules:
+        if plan.module_to_do(module):
+            before = read_regular(plan.root / module.dest)
+            changes.append(Change(module.dest, before, module.content))
+    revert = plan.direction is Direction.REVERT
+    changes.sort(key=lambda change: commit_rank(change.path, revert))
+    if plan.record is not None and record_after != record_before:
+        relative = str(plan.record.relative_to(plan.root))
+        changes.append(Change(relative, record_before, record_after))
+    return tuple(changes)
 
 
 def _check_parses(path: Path, source: bytes) -> None:
@@ -173,88 +188,27 @@ def _check_parses(path: Path, source: bytes) -> None:
         ) from None
 
 
-def write(plan: Plan) -> list[str]:
-    """Write (or remove) every planned file, or none of them."""
-    _check_writable(plan)
-    # New files take the permissions of vLLM's own package file.
-    new_file_mode = os.stat(plan.root / "vllm" / "__init__.py").st_mode & 0o777
-    created: list[Path] = []
-    done: list[tuple[Path, bytes | None, int]] = []
-    try:
-        for relative, (old, new) in plan.changes.items():
-            path = plan.root / relative
-            mode = os.stat(path).st_mode & 0o777 if old is not None else new_file_mode
-            if new is None:
-                path.unlink()
-            else:
-                created.extend(_make_parents(path.parent))
-                _atomic_write(path, new, mode)
-            done.append((path, old, mode))
-    except OSError as error:
-        for path, old, mode in reversed(done):
-            if old is None:
-                path.unlink(missing_ok=True)
-            else:
-                _atomic_write(path, old, mode)
-        for directory in reversed(created):
-            directory.rmdir()
+def _refuse_what_is_not_a_plain_file(root: Path, record_file: Path | None) -> None:
+    """Links, FIFOs and devices are refused before anything reads them."""
+    check_path(root, "vllm", file_expected=False)
+    package = check_path(root, "vllm/__init__.py")
+    if package is None:
         raise BackportError(
-            f"{error.filename or plan.root}: write failed ({error.strerror}); "
-            "every file was restored"
-        ) from None
-    for path, _, _ in done:
-        if not path.exists():
-            _remove_leftovers(path)
-    return list(plan.changes)
+            f"{root / 'vllm' / '__init__.py'}: missing, so vllm/ is not an installed vLLM "
+            "package; reinstall vLLM or point the tool at the directory that holds it"
+        )
+    for relative in (*TARGET_FILES, *MODULE_FILES):
+        check_path(root, relative)
+    if record_file is not None:
+        info = check_path(root, str(record_file.relative_to(root)))
+        if info is not None and not _is_regular(info.st_mode):
+            raise BackportError(
+                f"{record_file}: is a directory, expected vLLM's RECORD file; nothing was "
+                "written; reinstall vLLM to restore it"
+            )
 
 
-def _remove_leftovers(removed: Path) -> None:
-    """Bytecode of a removed module, and its package directory once empty."""
-    cache = removed.parent / "__pycache__"
-    for compiled in cache.glob(f"{removed.stem}.*.pyc"):
-        compiled.unlink(missing_ok=True)
-    for directory in (cache, removed.parent):
-        try:
-            directory.rmdir()
-        except OSError:
-            pass  # not empty, or already gone: someone else's files stay
+def _is_regular(mode: int) -> bool:
+    import stat
 
-
-def _make_parents(directory: Path) -> list[Path]:
-    missing = []
-    while not directory.exists():
-        missing.append(directory)
-        directory = directory.parent
-    for new in reversed(missing):
-        new.mkdir()
-    return list(reversed(missing))
-
-
-def _check_writable(plan: Plan) -> None:
-    for relative, (old, _) in plan.changes.items():
-        path = plan.root / relative
-        directory = _nearest_existing(path.parent)
-        if old is not None and not os.access(path, os.W_OK):
-            raise BackportError(f"{path}: read-only; nothing was written")
-        if not os.access(directory, os.W_OK):
-            raise BackportError(f"{directory}: directory is read-only; nothing was written")
-
-
-def _nearest_existing(directory: Path) -> Path:
-    while not directory.exists():
-        directory = directory.parent
-    return directory
-
-
-def _atomic_write(path: Path, data: bytes, mode: int) -> None:
-    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(temporary, mode)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    return stat.S_ISREG(mode)

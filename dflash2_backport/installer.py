@@ -14,6 +14,8 @@ from importlib import resources
 from pathlib import Path
 
 from .errors import BackportError
+from .safe_files import read_regular
+from .verdicts import State
 
 MARKER = b"# Backported to vLLM 0.27.1 by dflash2-backport."
 _HEADER_LINES = 5
@@ -38,7 +40,7 @@ SHIPPED = (MODEL, PACKAGE, SPECULATOR)
 @dataclasses.dataclass(frozen=True)
 class ModulePlan:
     dest: str
-    state: str  # "applied", "pending" or "drift"
+    state: State
     content: bytes | None  # what the file should hold; None: no file
     reason: str = ""
 
@@ -59,16 +61,11 @@ def is_ours(data: bytes) -> bool:
 
 
 def _read(path: Path) -> bytes | None:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        return None
-    except IsADirectoryError:
+    if path.is_dir() and not path.is_symlink():
         raise BackportError(
             f"{path}: a directory stands where a module file goes; remove it"
-        ) from None
-    except OSError as error:
-        raise BackportError(f"{path}: cannot read ({error.strerror})") from None
+        )
+    return read_regular(path)
 
 
 def upstream_ships_dflash2(root: Path) -> bool:
@@ -95,7 +92,7 @@ def plan_modules(root: Path) -> list[ModulePlan]:
             plans.append(
                 ModulePlan(
                     module.dest,
-                    "drift",
+                    State.DRIFT,
                     content,
                     f"expected a directory at {blocked}, found a file; remove it",
                 )
@@ -103,18 +100,18 @@ def plan_modules(root: Path) -> list[ModulePlan]:
             continue
         existing = _read(path)
         if existing is None:
-            plans.append(ModulePlan(module.dest, "pending", content))
+            plans.append(ModulePlan(module.dest, State.PENDING, content))
         elif existing == content:
-            plans.append(ModulePlan(module.dest, "applied", content))
+            plans.append(ModulePlan(module.dest, State.APPLIED, content))
         elif is_ours(existing):
             plans.append(
-                ModulePlan(module.dest, "pending", content, "replaces an older copy of ours")
+                ModulePlan(module.dest, State.PENDING, content, "replaces an older copy of ours")
             )
         else:
             plans.append(
                 ModulePlan(
                     module.dest,
-                    "drift",
+                    State.DRIFT,
                     content,
                     "expected no file or ours, found a file this tool did not write; "
                     "move it away if it is not upstream's",
@@ -126,20 +123,20 @@ def plan_modules(root: Path) -> list[ModulePlan]:
 def plan_module_removal(root: Path) -> list[ModulePlan]:
     """Undo `plan_modules`: remove exactly the files this tool installed.
 
-    States read as for the edits: "applied" is our file still there (to be
-    removed), "pending" is no file of ours (nothing to undo).
+    States read as for the edits: applied is our file still there (to be
+    removed), pending is no file of ours (nothing to undo).
     """
     plans = []
     for module in SHIPPED:
         path = root / module.dest
         existing = None if path.parent.is_file() else _read(path)
         if existing is not None and existing == shipped_source(module):
-            plans.append(ModulePlan(module.dest, "applied", None))
+            plans.append(ModulePlan(module.dest, State.APPLIED, None))
         elif existing is not None and is_ours(existing):
             plans.append(
                 ModulePlan(
                     module.dest,
-                    "drift",
+                    State.DRIFT,
                     None,
                     "expected the file as this tool installed it, found it changed "
                     "since; remove it by hand if the change is not wanted",
@@ -147,5 +144,5 @@ def plan_module_removal(root: Path) -> list[ModulePlan]:
             )
         else:
             # No file, or upstream's or someone else's: not ours to remove.
-            plans.append(ModulePlan(module.dest, "pending", existing))
+            plans.append(ModulePlan(module.dest, State.PENDING, existing))
     return plans

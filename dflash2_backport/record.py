@@ -12,13 +12,44 @@ from __future__ import annotations
 import base64
 import csv
 import hashlib
+import os
 from pathlib import Path
 
+from .errors import BackportError
 
-def record_of(root: Path) -> Path | None:
-    """vLLM's RECORD in a site-packages, or None (a source tree has none)."""
-    records = sorted(root.glob("vllm-*.dist-info/RECORD"))
-    return records[0] if len(records) == 1 else None
+
+def dist_info(root: Path) -> Path | None:
+    """vLLM's one `.dist-info` directory in a site-packages, or None.
+
+    Two of them (0.27.1 and 0.28.0 left side by side by an interrupted
+    upgrade, say) leave it unclear which one pip believes; the tool will not
+    guess.
+    """
+    found = sorted(p for p in root.glob("vllm-*.dist-info") if p.is_dir())
+    if len(found) > 1:
+        names = " and ".join(p.name for p in found)
+        raise BackportError(
+            f"{root}: two vLLM distributions are recorded ({names}); nothing was written; "
+            "remove the stale one (or reinstall vLLM) so that one remains"
+        )
+    return found[0] if found else None
+
+
+def record_of(root: Path) -> tuple[Path | None, str | None]:
+    """vLLM's RECORD in a site-packages, and a note when there is none."""
+    info = dist_info(root)
+    if info is None:
+        return None, (
+            "no vllm-*.dist-info here: pip will not know about the installed modules, "
+            "and `pip uninstall vllm` will leave them behind"
+        )
+    record = info / "RECORD"
+    if not os.path.lexists(record):
+        return None, (
+            f"{info.name} has no RECORD: pip will not know about the installed modules, "
+            "and `pip uninstall vllm` will leave them behind"
+        )
+    return record, None
 
 
 def row(path: str, data: bytes) -> str:
@@ -26,12 +57,19 @@ def row(path: str, data: bytes) -> str:
     return f"{path},sha256={digest.decode()},{len(data)}"
 
 
-def reconcile(record: bytes, files: dict[str, bytes | None]) -> bytes:
+def reconcile(path: Path, record: bytes, files: dict[str, bytes | None]) -> bytes:
     """RECORD with rows for `files` (relative path -> content, None if absent)
     matching them; every other row is kept as it is."""
     wanted = dict(files)
     lines = []
-    for line in record.decode("utf-8").splitlines(keepends=True):
+    try:
+        text = record.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise BackportError(
+            f"{path}: not valid UTF-8 (byte {record[error.start]:#04x} at offset "
+            f"{error.start}); nothing was written; reinstall vLLM to restore its RECORD"
+        ) from None
+    for line in text.splitlines(keepends=True):
         body = line.rstrip("\r\n")
         fields = next(csv.reader([body]), [])
         path = fields[0] if fields else None

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from .errors import BackportError
 from .installer import upstream_ships_dflash2
+from .record import dist_info
 
 SUPPORTED_SERIES = (0, 27)
 FIRST_UPSTREAM = (0, 28, 0)
@@ -43,7 +44,10 @@ def locate(site_packages: Path | None, root: Path | None) -> Target:
 
 
 def _vllm_parent(path: Path, option: str) -> Path:
-    path = path.expanduser().resolve()
+    try:
+        path = path.expanduser().resolve()
+    except (OSError, RuntimeError) as error:  # RuntimeError: a symlink loop
+        raise BackportError(f"{path}: cannot be resolved ({error}); pass {option} a directory") from None
     if not path.is_dir():
         raise BackportError(f"{path}: no such directory; pass {option} a directory")
     if not (path / "vllm").is_dir():
@@ -55,16 +59,23 @@ def _vllm_parent(path: Path, option: str) -> Path:
 
 def installed_version(site_packages: Path) -> str | None:
     """vLLM's version from its .dist-info, or None when there is none."""
-    for metadata in sorted(site_packages.glob("vllm-*.dist-info/METADATA")):
-        try:
-            with metadata.open(encoding="utf-8") as lines:
-                for line in lines:
-                    if line.startswith("Version:"):
-                        return line.partition(":")[2].strip()
-                    if not line.strip():
-                        break
-        except OSError:
-            continue
+    info = dist_info(site_packages)
+    if info is None:
+        return None
+    metadata = info / "METADATA"
+    try:
+        with metadata.open(encoding="utf-8") as lines:
+            for line in lines:
+                if line.startswith("Version:"):
+                    return line.partition(":")[2].strip()
+                if not line.strip():
+                    break
+    except UnicodeDecodeError:
+        raise BackportError(
+            f"{metadata}: not valid UTF-8; reinstall vLLM to restore its metadata"
+        ) from None
+    except OSError:
+        pass
     return None
 
 

@@ -1,0 +1,56 @@
+"""SIGINT, SIGTERM and SIGHUP: stop cleanly, but never in the middle of a commit.
+
+Outside a commit a signal stops the command at once (nothing has been
+written yet, or everything has). Inside one, it is held until the commit has
+finished, which takes milliseconds, and acted on then.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+
+from .errors import Interrupted
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+_committed = False
+
+
+def _on_signal(signum: int, _frame: object) -> None:
+    raise Interrupted(signum, after_commit=_committed)
+
+
+def _main_thread() -> bool:
+    # Signal handlers can only be set from the main thread.
+    return threading.current_thread() is threading.main_thread()
+
+
+def install() -> None:
+    """Stop on any of the three signals, with a message, for the rest of the run."""
+    global _committed
+    _committed = False
+    if _main_thread():
+        for signum in SIGNALS:
+            signal.signal(signum, _on_signal)
+
+
+@contextlib.contextmanager
+def held_during_commit() -> Iterator[None]:
+    global _committed
+    held: list[int] = []
+    previous = {}
+    if _main_thread():
+        for signum in SIGNALS:
+            previous[signum] = signal.signal(signum, lambda number, _: held.append(number))
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    # Reached only when the commit finished: a failed one raises its own error.
+    _committed = True
+    if held:
+        raise Interrupted(held[0], after_commit=True)

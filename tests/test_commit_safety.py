@@ -1,0 +1,330 @@
+"""Writes that survive SIGKILL, signals, concurrent runs and concurrent edits.
+
+Every test here drives the tool as real subprocesses on a real vLLM 0.27.1
+tree, and judges the tree with its own independent reading of it (Python's
+`ast` and the bytes of a reference run), never with the tool's verdicts.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.faults import KILL, append_to, install_hook, run_tool, signal_self
+from tests.trees import INSTALLED, TARGETS, make_site, snapshot
+
+pytestmark = pytest.mark.wheels
+
+REGISTRY, DISPATCH, CONFIG = (
+    "vllm/model_executor/models/registry.py",
+    "vllm/v1/worker/gpu/spec_decode/__init__.py",
+    "vllm/config/vllm.py",
+)
+SEAM_NAMES = {
+    "vllm/model_executor/models/qwen3_dflash.py": "decoder_layer_cls",
+    "vllm/model_executor/layers/logits_processor.py": "get_top_k_tokens",
+    "vllm/v1/worker/gpu/sample/gumbel.py": "gumbel_noised_argmax",
+    "vllm/v1/worker/gpu/spec_decode/speculator.py": "draft_logits_spec",
+}
+TOOL_FILES = (".dflash2-backport-new", ".dflash2-backport-intent.json", ".dflash2-backport.lock")
+
+
+# -- an independent reading of the tree ------------------------------------------
+
+
+def _names(path: Path) -> set[str]:
+    """Every name defined, assigned, referenced or used as a string in a file."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_bytes())):
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Name):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            names.add(node.attr)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            names.add(node.value)
+    return names
+
+
+def broken(site: Path, pristine: dict, applied: dict) -> list[str]:
+    """What makes `site` unsafe for vLLM right now: a torn file, or a switch
+    leading to DFlash2 without the seams and modules it needs."""
+    problems = []
+    for relative in TARGETS:
+        data = (site / relative).read_bytes()
+        if data not in (pristine[relative], applied[relative]):
+            problems.append(f"{relative}: neither 0.27.1's nor the patched bytes")
+    for relative in INSTALLED:
+        path = site / relative
+        if path.exists() and path.read_bytes() != applied[relative]:
+            problems.append(f"{relative}: torn module")
+    switches = {
+        "registry entry": "DFlash2DraftModel" in _names(site / REGISTRY),
+        "speculator dispatch": "DFlash2Speculator" in _names(site / DISPATCH),
+        "V2 forcing": "_is_dflash2_draft" in _names(site / CONFIG),
+    }
+    missing = [r for r in INSTALLED if not (site / r).exists()] + [
+        f"{r} without {name}" for r, name in SEAM_NAMES.items() if name not in _names(site / r)
+    ]
+    for switch, on in switches.items():
+        if on and missing:
+            problems.append(f"{switch} is on, but missing: {', '.join(missing)}")
+    return problems
+
+
+def leftovers(site: Path) -> list[str]:
+    return sorted(
+        str(p.relative_to(site)) for p in site.rglob(".*") if p.name.endswith(TOOL_FILES)
+    )
+
+
+@pytest.fixture
+def trees(tmp_path: Path) -> dict:
+    """A pristine 0.27.1 site-packages, and the bytes of a reference apply."""
+    site = make_site("0.27.1", tmp_path / "site")
+    pristine = snapshot(site)
+    reference = make_site("0.27.1", tmp_path / "reference")
+    assert run_tool(["apply", "--site-packages", str(reference)]).returncode == 0
+    applied = snapshot(reference)
+    return {"site": site, "pristine": pristine, "applied": applied, "hook": install_hook(tmp_path / "hook")}
+
+
+def _restore(site: Path, files: dict[str, bytes]) -> None:
+    shutil.rmtree(site)
+    for relative, data in files.items():
+        (site / relative).parent.mkdir(parents=True, exist_ok=True)
+        (site / relative).write_bytes(data)
+
+
+# -- SIGKILL at every replacement and removal ------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["apply", "revert"])
+def test_a_kill_at_any_write_leaves_a_working_tree_and_the_next_run_finishes(
+    trees: dict, command: str, tmp_path: Path
+) -> None:
+    site, pristine, applied = trees["site"], trees["pristine"], trees["applied"]
+    start, goal = (pristine, applied) if command == "apply" else (applied, pristine)
+    args = [command, "--site-packages", str(site)]
+    kill_points = broken_points = 0
+    for at in range(1, 100):
+        _restore(site, start)
+        killed = run_tool(args, hook=trees["hook"], root=site, at=at, act=KILL)
+        if killed.returncode == 0:
+            break  # fewer writes than `at`: every point has been tried
+        assert killed.returncode == -signal.SIGKILL, killed.stderr
+        kill_points += 1
+        problems = broken(site, pristine, applied)
+        finished = run_tool(args)
+        assert finished.returncode == 0, finished.stderr
+        if problems or snapshot(site) != goal or leftovers(site):
+            broken_points += 1
+            print(f"kill point {at}: {problems} {leftovers(site)}")
+    print(f"{command}: {broken_points} broken of {kill_points} kill points")
+    assert kill_points >= 10
+    assert broken_points == 0
+
+
+def test_check_reports_an_interrupted_commit_and_writes_nothing(trees: dict) -> None:
+    site = trees["site"]
+    killed = run_tool(
+        ["apply", "--site-packages", str(site)], hook=trees["hook"], root=site, at=6, act=KILL
+    )
+    assert killed.returncode == -signal.SIGKILL
+    before = snapshot(site)
+    check = run_tool(["check", "--site-packages", str(site), "--json"])
+    assert check.returncode == 2
+    document = json.loads(check.stdout)
+    assert document["action"] == "error"
+    assert "interrupted" in document["error"] and "dflash2-backport apply" in document["error"]
+    assert snapshot(site) == before
+    assert run_tool(["apply", "--site-packages", str(site)]).returncode == 0
+    assert snapshot(site) == trees["applied"]
+
+
+# -- signals ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM", "SIGHUP"])
+def test_a_signal_during_the_commit_lets_it_finish_then_exits_2_with_a_message(
+    trees: dict, name: str
+) -> None:
+    site = trees["site"]
+    result = run_tool(
+        ["apply", "--site-packages", str(site), "--json"],
+        hook=trees["hook"], root=site, at=7, act=signal_self(name),
+    )
+    assert result.returncode == 2, result.stderr
+    document = json.loads(result.stdout)
+    assert document["action"] == "interrupted"
+    assert name in document["message"] and "finished" in document["message"]
+    assert "Traceback" not in result.stderr
+    assert snapshot(site) == trees["applied"]
+    assert leftovers(site) == []
+
+
+def test_ctrl_c_while_planning_writes_nothing_and_says_so(trees: dict) -> None:
+    site = trees["site"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "dflash2_backport", "apply", "--site-packages", str(site)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    time.sleep(0.4)  # still importing or judging: a cold apply takes over a second
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 2
+    assert "interrupted by SIGINT; nothing was written" in stderr
+    assert "Traceback" not in stderr
+    assert snapshot(site) == trees["pristine"]
+
+
+# -- compare before replace --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "moment, match",
+    [
+        ("after planning, before staging", ".dflash2-backport-intent.json"),
+        # Edited as the file before it in the commit is put in place: the
+        # files already replaced are put back.
+        ("half-way through the commit", "vllm/v1/worker/gpu/spec_decode/__init__.py"),
+    ],
+)
+def test_a_file_edited_during_the_run_is_kept_and_nothing_is_written(
+    trees: dict, moment: str, match: str
+) -> None:
+    site = trees["site"]
+    edited = site / CONFIG
+    result = run_tool(
+        ["apply", "--site-packages", str(site)],
+        hook=trees["hook"], root=site, at=1, match=match,
+        act=append_to(edited, "# a user's edit\n"),
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "changed since it was read" in result.stderr and CONFIG in result.stderr
+    expected = dict(trees["pristine"])
+    expected[CONFIG] += b"# a user's edit\n"
+    assert snapshot(site) == expected
+    assert leftovers(site) == []
+
+
+# -- concurrency -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mix", [("apply",) * 4, ("revert",) * 4, ("apply", "revert") * 2],
+                         ids=["4 applies", "4 reverts", "2 applies and 2 reverts"])
+def test_concurrent_runs_leave_the_tree_wholly_applied_or_wholly_pristine(
+    trees: dict, mix: tuple[str, ...]
+) -> None:
+    site, pristine, applied = trees["site"], trees["pristine"], trees["applied"]
+    for round_ in range(20):
+        _restore(site, pristine if mix[0] == "apply" and round_ % 2 == 0 else applied)
+        processes = [
+            subprocess.Popen(
+                [sys.executable, "-m", "dflash2_backport", command, "--site-packages", str(site), "--json"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            )
+            for command in mix
+        ]
+        outcomes = [(p.wait(timeout=300), *p.communicate()) for p in processes]
+        for code, stdout, stderr in outcomes:
+            assert code in (0, 2), stderr
+            assert "Traceback" not in stderr
+            json.loads(stdout)
+        state = snapshot(site)
+        assert state in (pristine, applied), f"round {round_}: torn tree"
+        if set(mix) == {"apply"}:
+            assert state == applied
+            actions = sorted(json.loads(o[1])["action"] for o in outcomes)
+            assert actions.count("applied") <= 1 and set(actions) <= {"applied", "nothing-to-do"}
+        if set(mix) == {"revert"}:
+            assert state == pristine
+
+
+# -- owners, modes and what is not a plain file ------------------------------------------
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can hand files to another user")
+def test_root_keeps_every_path_owned_by_the_tree_owner(trees: dict) -> None:
+    site = trees["site"]
+    owner = (4242, 4343)
+    for path in [site, *site.rglob("*")]:
+        os.lchown(path, *owner)
+
+    def owners() -> set:
+        return {(p.stat().st_uid, p.stat().st_gid) for p in [site, *site.rglob("*")]}
+
+    assert run_tool(["apply", "--site-packages", str(site)]).returncode == 0
+    assert (site / INSTALLED[2]).exists()
+    assert owners() == {owner}
+    assert run_tool(["revert", "--site-packages", str(site)]).returncode == 0
+    assert owners() == {owner}
+
+
+def test_new_files_take_vllm_s_file_mode_and_new_directories_their_parent_s(trees: dict) -> None:
+    site = trees["site"]
+    (site / "vllm/__init__.py").chmod(0o640)
+    (site / INSTALLED[1]).parent.parent.chmod(0o750)
+    (site / REGISTRY).chmod(0o604)
+    assert run_tool(["apply", "--site-packages", str(site)]).returncode == 0
+    assert oct((site / INSTALLED[0]).stat().st_mode & 0o777) == oct(0o640)
+    assert oct((site / INSTALLED[2]).stat().st_mode & 0o777) == oct(0o640)
+    assert oct((site / INSTALLED[1]).parent.stat().st_mode & 0o777) == oct(0o750)
+    assert oct((site / REGISTRY).stat().st_mode & 0o777) == oct(0o604)
+
+
+def _make_link(site: Path, relative: str, tmp_path: Path) -> None:
+    store = tmp_path / "store" / Path(relative).name
+    store.parent.mkdir(exist_ok=True)
+    shutil.move(site / relative, store)
+    (site / relative).symlink_to(store)
+
+
+def _make_fifo(site: Path, relative: str, tmp_path: Path) -> None:
+    (site / relative).unlink()
+    os.mkfifo(site / relative)
+
+
+def _make_record_link(site: Path, _: str, tmp_path: Path) -> None:
+    _make_link(site, "vllm-0.27.1.dist-info/RECORD", tmp_path)
+
+
+def _make_vllm_link(site: Path, _: str, tmp_path: Path) -> None:
+    shutil.move(site / "vllm", tmp_path / "shared-vllm")
+    (site / "vllm").symlink_to(tmp_path / "shared-vllm")
+
+
+@pytest.mark.parametrize("command", ["check", "apply"])
+@pytest.mark.parametrize(
+    "make, relative, expected",
+    [
+        (_make_link, REGISTRY, "is a symlink"),
+        (_make_link, "vllm/v1/worker/gpu/sample/gumbel.py", "is a symlink"),
+        (_make_fifo, CONFIG, "is a FIFO"),
+        (_make_record_link, "vllm-0.27.1.dist-info/RECORD", "is a symlink"),
+        (_make_vllm_link, "vllm", "is a symlink"),
+    ],
+    ids=["target link", "seam link", "target FIFO", "RECORD link", "vllm link"],
+)
+def test_what_is_not_a_plain_file_is_refused_by_name_and_nothing_written(
+    trees: dict, tmp_path: Path, command: str, make, relative: str, expected: str
+) -> None:
+    site = trees["site"]
+    make(site, relative, tmp_path)
+    before = snapshot(site)
+    result = run_tool([command, "--site-packages", str(site), "--json"], timeout=60)
+    assert result.returncode == 2, result.stdout + result.stderr
+    message = json.loads(result.stdout)["error"]
+    assert f"{site / relative}: {expected}" in message
+    assert snapshot(site) == before
+    assert leftovers(site) == []
