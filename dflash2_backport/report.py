@@ -59,8 +59,9 @@ class Report:
     def internal_error(self, error: BaseException) -> int:
         if os.environ.get("DFLASH2_BACKPORT_DEBUG"):
             traceback.print_exception(error, file=sys.stderr)
+        first_line = (str(error).strip().splitlines() or [""])[0]
         return self.error(
-            f"internal error ({type(error).__name__}: {error}); a commit under way is "
+            f"internal error ({type(error).__name__}: {first_line}); a commit under way is "
             "finished by the next apply or revert; please report this bug with the "
             "traceback that DFLASH2_BACKPORT_DEBUG=1 prints"
         )

@@ -90,6 +90,23 @@ def _bad(site: Path, case: str) -> None:
         metadata.write_text(metadata.read_text().replace("Version: 0.27.1", "Version: 0.26.0"))
     elif case == "no dist-info":
         shutil.rmtree(next(site.glob("vllm-*.dist-info")))
+    elif case == "target not valid UTF-8":
+        path = site / REGISTRY
+        path.write_bytes(path.read_bytes().replace(b"# SPDX", b"# \xff SPDX", 1))
+    elif case == "RECORD not valid UTF-8":
+        record = site / "vllm-0.27.1.dist-info/RECORD"
+        record.write_bytes(b"caf\xe9.py,,\n" + record.read_bytes())
+    elif case == "METADATA not valid UTF-8":
+        metadata = site / "vllm-0.27.1.dist-info/METADATA"
+        metadata.write_bytes(metadata.read_bytes().replace(b"Name: vllm", b"Name: vllm\xff", 1))
+    elif case == "RECORD is a directory":
+        record = site / "vllm-0.27.1.dist-info/RECORD"
+        record.unlink()
+        record.mkdir()
+    elif case == "vllm/__init__.py missing":
+        (site / "vllm/__init__.py").unlink()
+    elif case == "two dist-infos":
+        shutil.copytree(site / "vllm-0.27.1.dist-info", site / "vllm-0.28.0.dist-info")
 
 
 BAD_INPUT = [
@@ -100,6 +117,12 @@ BAD_INPUT = [
     "file where the dflash2 package goes",
     "not a 0.27 release",
     "no dist-info",
+    "target not valid UTF-8",
+    "RECORD not valid UTF-8",
+    "METADATA not valid UTF-8",
+    "RECORD is a directory",
+    "vllm/__init__.py missing",
+    "two dist-infos",
 ]
 
 
@@ -116,6 +139,91 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(
     problem = [l for l in result.output.splitlines() if "error" in l or l.lstrip().startswith("drift")]
     assert problem, result.output
     assert snapshot(site) == before
+
+
+@pytest.mark.parametrize("case", BAD_INPUT)
+@pytest.mark.parametrize("command", ["check", "apply"])
+def test_bad_input_under_json_is_one_valid_object_naming_the_error(
+    site: Path, case: str, command: str
+) -> None:
+    _bad(site, case)
+    before = snapshot(site)
+    result = subprocess.run(
+        [sys.executable, "-m", "dflash2_backport", command, "--site-packages", str(site), "--json"],
+        capture_output=True, text=True,
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr == ""
+    document = json.loads(result.stdout)
+    assert document["action"] in ("error", "refused")
+    assert document.get("error") or any(e["state"] == "drift" for e in document["edits"]) or any(
+        m["state"] == "drift" for m in document["modules"]
+    )
+    assert snapshot(site) == before
+
+
+@pytest.mark.parametrize(
+    "case, expected",
+    [
+        ("target not valid UTF-8", f"{REGISTRY}: not valid utf-8"),
+        ("RECORD not valid UTF-8", "RECORD: not valid UTF-8"),
+        ("METADATA not valid UTF-8", "METADATA: not valid UTF-8"),
+        ("RECORD is a directory", "RECORD: is a directory"),
+        ("vllm/__init__.py missing", "vllm/__init__.py: missing"),
+        ("two dist-infos", "vllm-0.27.1.dist-info and vllm-0.28.0.dist-info"),
+    ],
+)
+def test_bad_input_messages_name_the_file_and_the_problem(
+    site: Path, case: str, expected: str
+) -> None:
+    _bad(site, case)
+    result = invoke("check", "--site-packages", str(site))
+    (line,) = result.output.splitlines()
+    assert expected in line, line
+
+
+def test_a_symlink_loop_as_the_path_is_an_error_not_a_crash(tmp_path: Path) -> None:
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    result = invoke("check", "--site-packages", str(loop))
+    assert result.exit_code == 2
+    assert "loop" in result.output and "Traceback" not in result.output
+
+
+def test_an_unreadable_vllm_is_an_error_not_a_crash(site: Path, tmp_path: Path) -> None:
+    (site / "vllm").chmod(0)
+    try:
+        if os.geteuid() == 0:
+            # Root reads anything; without these two capabilities it cannot.
+            setpriv = shutil.which("setpriv")
+            if setpriv is None:
+                pytest.skip("running as root without setpriv to drop DAC capabilities")
+            result = subprocess.run(
+                [setpriv, "--bounding-set=-dac_override,-dac_read_search", sys.executable,
+                 "-m", "dflash2_backport", "check", "--site-packages", str(site)],
+                capture_output=True, text=True,
+            )
+            code, output = result.returncode, result.stdout + result.stderr
+        else:
+            outcome = invoke("check", "--site-packages", str(site))
+            code, output = outcome.exit_code, outcome.output
+    finally:
+        (site / "vllm").chmod(0o755)
+    assert code == 2, output
+    assert "Permission denied" in output and "Traceback" not in output
+    assert output.count("\n") == 1
+
+
+def test_diff_reads_a_file_in_the_encoding_its_coding_line_declares(site: Path) -> None:
+    path = site / REGISTRY
+    text = path.read_text()
+    path.write_bytes(
+        ("# -*- coding: latin-1 -*-\n# Gr\u00fc\u00dfe\n" + text).encode("latin-1")
+    )
+    result = invoke("check", "--site-packages", str(site), "--diff")
+    assert result.exit_code == 1, result.output
+    assert f"+++ b/{REGISTRY}" in result.output
+    assert '+    "DFlash2DraftModel": ("qwen3_dflash2", "DFlash2Qwen3ForCausalLM"),' in result.output
 
 
 @pytest.mark.parametrize("case", ["not a 0.27 release", "no dist-info"])
@@ -157,27 +265,31 @@ def test_read_only_target_is_refused_before_anything_is_written(
     assert snapshot(site) == before
 
 
+@pytest.mark.parametrize("failing", ["write", "replace"])
 def test_a_write_failing_part_way_restores_every_file(
-    site: Path, monkeypatch: pytest.MonkeyPatch
+    site: Path, monkeypatch: pytest.MonkeyPatch, failing: str
 ) -> None:
-    from dflash2_backport import engine
+    """A full disk while staging, or a rename failing half-way through the
+    commit: either way every file is as it was, and no staged file is left."""
+    from dflash2_backport import commit
 
-    real = engine._atomic_write
+    real = getattr(os, failing)
     calls = []
 
-    def failing(path: Path, data: bytes, mode: int) -> None:
-        calls.append(path)
+    def fail_on_the_fourth(*args, **kwargs):
+        calls.append(args)
         if len(calls) == 4:
-            raise OSError(28, "No space left on device", str(path))
-        real(path, data, mode)
+            raise OSError(28, "No space left on device", str(args[0]))
+        return real(*args, **kwargs)
 
-    monkeypatch.setattr(engine, "_atomic_write", failing)
+    monkeypatch.setattr(commit.os, failing, fail_on_the_fourth)
     before = snapshot(site)
     result = invoke("apply", "--site-packages", str(site))
     assert result.exit_code == 2
-    assert "restored" in result.output
+    assert "No space left on device" in result.output
     assert snapshot(site) == before
     assert not (site / INSTALLED[1]).parent.exists()
+    assert not list(site.rglob(".*dflash2-backport*"))
 
 
 def test_permissions_and_crlf_line_endings_are_kept(site: Path) -> None:

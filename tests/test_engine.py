@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from dflash2_backport.cli import app
 from dflash2_backport.engine import make_plan
-from tests.trees import TARGETS, make_site
+from tests.trees import TARGETS, make_site, snapshot
 
 pytestmark = pytest.mark.wheels
 
@@ -48,3 +48,25 @@ def test_a_target_that_does_not_parse_is_named_whichever_process_reads_it(
     assert result.exit_code == 2
     assert f"{target}: does not parse" in result.output
     assert "Traceback" not in result.output
+
+
+def test_a_rewrite_that_would_not_parse_is_refused_before_any_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dflash2_backport import judge as judge_module
+
+    site = make_site("0.27.1", tmp_path / "site")
+    real = judge_module.judge
+
+    def broken_rewrite(*args, **kwargs):
+        files = real(*args, **kwargs)
+        first = files[0]
+        files[0] = type(first)(first.path, first.original, first.edits, b"def broken(:\n")
+        return files
+
+    monkeypatch.setattr(judge_module, "judge", broken_rewrite)
+    before = snapshot(site)
+    result = CliRunner().invoke(app, ["apply", "--site-packages", str(site)])
+    assert result.exit_code == 2
+    assert "the patched file would not parse" in result.output
+    assert snapshot(site) == before

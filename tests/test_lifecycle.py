@@ -110,15 +110,6 @@ def test_apply_fail_if_changed_exits_1_then_0(site: Path) -> None:
     assert invoke("apply", "--site-packages", str(site), "--fail-if-changed").exit_code == 0
 
 
-def test_record_rows_match_the_patched_and_added_files(site: Path) -> None:
-    from dflash2_backport.record import row
-
-    invoke("apply", "--site-packages", str(site))
-    record = (site / "vllm-0.27.1.dist-info/RECORD").read_text().splitlines()
-    for relative in (*TARGETS, *INSTALLED):
-        assert row(relative, (site / relative).read_bytes()) in record, relative
-
-
 def test_a_source_tree_gets_no_record(tmp_path: Path) -> None:
     tree = make_site("0.27.1", tmp_path / "fork")
     shutil.rmtree(next(tree.glob("vllm-*.dist-info")))
