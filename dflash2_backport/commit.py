@@ -240,6 +240,8 @@ def _roll_back(
     plan right before: no one else's bytes are overwritten."""
     for change in reversed(done):
         path = root / change.path
+        if read_regular(path) != change.after:
+            continue  # rewritten since by someone else: theirs now, not ours to undo
         if change.before is None:
             path.unlink(missing_ok=True)
         else:

@@ -15,6 +15,7 @@ kernel has released its lock, and the next writer takes the file over.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import socket
@@ -63,6 +64,8 @@ class TreeLock:
         delay = 0.02
         while True:
             descriptor = self._open()
+            if descriptor is None:
+                return
             try:
                 fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -101,12 +104,18 @@ class TreeLock:
         os.close(self._descriptor)
         self._descriptor = None
 
-    def _open(self) -> int:
+    def _open(self) -> int | None:
+        """The lock file, or None where this user cannot write to vllm/ at all:
+        there nobody like this process can write either, so there is nothing
+        to serialise, and an `apply` with nothing left to do still succeeds
+        (a launch script on a read-only image, say)."""
         try:
             descriptor = os.open(
                 self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644
             )
-        except OSError as error:
+        except (PermissionError, OSError) as error:
+            if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+                return None
             raise BackportError(
                 f"{self.path}: cannot create the lock file ({error.strerror}); "
                 "nothing was written; run as a user who may write to vllm/"

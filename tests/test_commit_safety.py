@@ -334,3 +334,90 @@ def test_what_is_not_a_plain_file_is_refused_by_name_and_nothing_written(
     assert f"{site / relative}: {expected}" in message
     assert snapshot(site) == before
     assert leftovers(site) == []
+
+
+# -- the lock ------------------------------------------------------------------------
+
+
+def test_a_second_writer_waits_naming_the_holder_then_plans_again(trees: dict) -> None:
+    from dflash2_backport.lock import TreeLock
+
+    site = trees["site"]
+    lock = TreeLock(site, "apply")
+    lock.acquire(5, lambda _: None)
+    waiter = subprocess.Popen(
+        [sys.executable, "-m", "dflash2_backport", "apply", "--site-packages", str(site)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    time.sleep(3)
+    assert waiter.poll() is None  # still waiting
+    lock.release()
+    stdout, stderr = waiter.communicate(timeout=120)
+    assert waiter.returncode == 0, stderr
+    assert f"waiting for pid {os.getpid()}" in stderr and "dflash2-backport apply" in stderr
+    assert snapshot(site) == trees["applied"]
+
+
+def test_a_writer_gives_up_after_the_timeout_and_writes_nothing(trees: dict) -> None:
+    from dflash2_backport.lock import TreeLock
+
+    site = trees["site"]
+    with TreeLock(site, "revert") as lock:
+        lock.acquire(5, lambda _: None)
+        result = run_tool(
+            ["apply", "--site-packages", str(site)],
+            env={**os.environ, "DFLASH2_BACKPORT_LOCK_TIMEOUT": "1"},
+        )
+    assert result.returncode == 2
+    (line,) = result.stderr.splitlines()[-1:]
+    assert "gave up after 1 s" in line and f"pid {os.getpid()}" in line
+    assert snapshot(site) == trees["pristine"]
+
+
+def test_check_while_a_writer_holds_the_tree_says_who_and_writes_nothing(trees: dict) -> None:
+    site = trees["site"]
+    killed = run_tool(
+        ["apply", "--site-packages", str(site)], hook=trees["hook"], root=site, at=6, act=KILL
+    )
+    assert killed.returncode == -signal.SIGKILL
+    from dflash2_backport.lock import TreeLock
+
+    with TreeLock(site, "apply") as lock:
+        lock.acquire(5, lambda _: None)
+        result = run_tool(["check", "--site-packages", str(site)])
+    assert result.returncode == 2
+    assert f"pid {os.getpid()}" in result.stderr and "is writing this tree now" in result.stderr
+
+
+def _as_unprivileged(args: list[str]) -> subprocess.CompletedProcess:
+    """Run the tool so that permission bits bind, even when the tests run as root."""
+    prefix = []
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("running as root without setpriv to drop DAC capabilities")
+        prefix = [setpriv, "--bounding-set=-dac_override,-dac_read_search"]
+    return subprocess.run(
+        [*prefix, sys.executable, "-m", "dflash2_backport", *args], capture_output=True, text=True
+    )
+
+
+@pytest.mark.parametrize("start", ["applied", "pristine"])
+def test_a_read_only_tree_needs_no_lock_to_answer(trees: dict, start: str) -> None:
+    site = trees["site"]
+    _restore(site, trees[start])
+    directories = [p for p in [site, *site.rglob("*")] if p.is_dir()]
+    for directory in directories:
+        directory.chmod(0o555)
+    try:
+        result = _as_unprivileged(["apply", "--site-packages", str(site)])
+    finally:
+        for directory in directories:
+            directory.chmod(0o755)
+    if start == "applied":
+        assert result.returncode == 0, result.stderr
+        assert "nothing to do" in result.stdout
+    else:
+        assert result.returncode == 2
+        assert "read-only; nothing was written" in result.stderr
+    assert snapshot(site) == trees[start]

@@ -70,3 +70,12 @@ def test_a_rewrite_that_would_not_parse_is_refused_before_any_write(
     assert result.exit_code == 2
     assert "the patched file would not parse" in result.output
     assert snapshot(site) == before
+
+
+def test_the_commit_order_knows_every_file_the_codemods_edit() -> None:
+    from dflash2_backport.installer import SHIPPED
+    from dflash2_backport.layout import MODULE_FILES, SEAMS, SWITCHES
+    from dflash2_backport.transforms import CODEMODS
+
+    assert set(SEAMS + SWITCHES) == {codemod.PATH for codemod in CODEMODS}
+    assert set(MODULE_FILES) == {module.dest for module in SHIPPED}
