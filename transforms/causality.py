@@ -38,38 +38,23 @@ from ._base import BackportCodemod, replaced
 from ._meaning import (
     code_statements,
     function_of,
-    opens_with_docstring,
     meaning,
+    opens_with_docstring,
     same_meaning,
     signature_difference,
     statements_difference,
 )
 from ._names import named
-
-FUNCTION = "_dflash_layer_causal"
-
-OLD_FUNCTION = '''\
-def _dflash_layer_causal(config: Qwen3Config, layer_idx: int) -> bool:
-    """``dflash_config.causal`` overrides all layers; else only SWA layers causal."""
-    override = (getattr(config, "dflash_config", None) or {}).get("causal")
-    if override is not None:
-        return override
-    layer_types = getattr(config, "layer_types", None)
-    return bool(layer_types) and layer_types[layer_idx] == _SLIDING_ATTENTION
-'''
-
-NEW_FUNCTION = '''\
-def _dflash_layer_causal(config: Qwen3Config, layer_idx: int) -> bool:
-    """Resolve explicit causality before falling back to legacy layer defaults."""
-    is_causal = getattr(config, "is_causal", None)
-    if is_causal is not None:
-        return bool(is_causal)
-    override = (getattr(config, "dflash_config", None) or {}).get("causal")
-    if override is not None:
-        return bool(override)
-    layer_types = getattr(config, "layer_types", None)
-    return bool(layer_types) and layer_types[layer_idx] == _SLIDING_ATTENTION
-'''
+from .hunks import (
+    CAUSAL_FUNCTION as FUNCTION,
+)
+from .hunks import (
+    CAUSAL_NEW as NEW_FUNCTION,
+)
+from .hunks import (
+    CAUSAL_OLD as OLD_FUNCTION,
+)
+from .hunks import CAUSALITY
 
 # What the edit writes in front of the override: the new docstring and the
 # `is_causal` check, exactly as in NEW_FUNCTION.
@@ -120,15 +105,10 @@ def _difference(found: cst.FunctionDef) -> str:
 
 
 class Causality(BackportCodemod):
-    EDIT = "causality"
-    PATH = "vllm/model_executor/models/qwen3_dflash.py"
-    DESCRIPTION = (
-        "_dflash_layer_causal honours a top-level is_causal before "
-        "dflash_config.causal and the layer-type fallback"
-    )
+    EDIT, PATH, DESCRIPTION = CAUSALITY.name, CAUSALITY.path, CAUSALITY.description
 
     def backport(self, tree: cst.Module) -> cst.Module:
-        hunk = "is_causal first"
+        (hunk,) = (h.name for h in CAUSALITY.hunks)
         found = named(tree.body, cst.FunctionDef, FUNCTION)
         if len(found) != 1:
             self.drift(

@@ -45,43 +45,18 @@ import libcst.matchers as m
 from ._base import BackportCodemod, edited_class, with_block
 from ._meaning import code_of, describe, same_meaning
 from ._names import members_named
-
-SPECULATOR = "DraftModelSpeculator"
-ALLOCATING_METHOD = "__init__"
-ANCHOR_METHOD = "_validate_local_argmax_reduction"
-HOOK = "draft_logits_spec"
-
-ZEROS_ALLOCATION = """
-self.draft_logits = torch.zeros(
-    self.max_num_reqs,
-    self.num_speculative_steps,
-    self.vocab_size,
-    dtype=torch.float32,
-    device=device,
+from .hunks import (
+    ALLOCATING_METHOD,
+    DRAFT_LOGIT_CACHE,
+    FULL_ALLOCATION,
+    HOOK,
+    HOOK_SOURCE,
+    SPEC_LOOKUP,
+    SPECULATOR,
+    ZEROS_ALLOCATION,
 )
-"""
-SPEC_LOOKUP = f"dtype, fill = self.{HOOK}(vllm_config)\n"
-FULL_ALLOCATION = """\
-self.draft_logits = torch.full(
-    (
-        self.max_num_reqs,
-        self.num_speculative_steps,
-        self.vocab_size,
-    ),
-    fill,
-    dtype=dtype,
-    device=device,
-)
-"""
-# Docstring lines after the first are string content, not indentation: they
-# are written here as they must read inside the class.
-HOOK_SOURCE = (
-    f"def {HOOK}(self, vllm_config: VllmConfig) -> tuple[torch.dtype, float]:\n"
-    '    """Dtype and fill for the cached proposal distribution.\n'
-    "\n"
-    "        Speculators that write only a subset of columns each step override this.\n"
-    '        """\n'
-    "    return torch.float32, 0.0\n"
+from .hunks import (
+    HOOK_ANCHOR_METHOD as ANCHOR_METHOD,
 )
 
 _DRAFT_LOGITS_ASSIGNMENT = m.SimpleStatementLine(
@@ -100,12 +75,13 @@ _DRAFT_LOGITS_ASSIGNMENT = m.SimpleStatementLine(
 
 
 class DraftLogitCache(BackportCodemod):
-    EDIT = "draft-logit-cache"
-    PATH = "vllm/v1/worker/gpu/spec_decode/speculator.py"
-    DESCRIPTION = "the cached proposal distribution is shaped by draft_logits_spec"
+    EDIT, PATH, DESCRIPTION = (
+        DRAFT_LOGIT_CACHE.name,
+        DRAFT_LOGIT_CACHE.path,
+        DRAFT_LOGIT_CACHE.description,
+    )
 
-    BUFFER_HUNK = "cached proposal distribution is speculator-shaped"
-    HOOK_HUNK = "draft_logits_spec default"
+    BUFFER_HUNK, HOOK_HUNK = (h.name for h in DRAFT_LOGIT_CACHE.hunks)
 
     def backport(self, tree: cst.Module) -> cst.Module:
         cls = self.only_class(tree, SPECULATOR, (self.BUFFER_HUNK, self.HOOK_HUNK))

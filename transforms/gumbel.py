@@ -36,50 +36,19 @@ import libcst.matchers as m
 
 from ._base import BackportCodemod, insert_before, removed
 from ._names import Reads, module_bindings, named
-
-NAME = "gumbel_noised_argmax"
-ANCHOR = "gumbel_block_argmax"
-#: Module-level names the new function's body reads.
-NEEDS = ("tl", "tldevice", "triton", "tl_rand32", "tl_rand64")
-
-GUMBEL_NOISED_ARGMAX = '''\
-@triton.jit
-def gumbel_noised_argmax(
-    logits,
-    keys,
-    mask,
-    seed,
-    pos,
-    temp,
-    USE_FP64: tl.constexpr,
-    APPLY_TEMPERATURE: tl.constexpr = True,
-):
-    """Argmax of logits under Gumbel-max sampling, or plain argmax at temp 0.
-
-    `keys` indexes the noise, so the same token draws the same noise wherever it
-    appears; `pos` and `seed` place the draw in the request's stream, which is
-    what lets a draft and its verification agree.
-    """
-    if temp != 0.0 and APPLY_TEMPERATURE:
-        # Match the behavior of _temperature_kernel: if that kernel uses
-        # tl.div_rn, this must too.
-        logits = logits / temp
-
-    if USE_FP64:
-        logits = logits.to(tl.float64)
-    if temp != 0.0:
-        gumbel_seed = tl.randint(seed, pos)
-        if USE_FP64:
-            u = tl_rand64(gumbel_seed, keys, includes_zero=False)
-            gumbel_noise = -tl.log(-tl.log(u))
-        else:
-            u = tl_rand32(gumbel_seed, keys, includes_zero=False)
-            # log1p keeps the winning tail at u -> 0, where fp32 resolves it.
-            gumbel_noise = -tl.log(-tldevice.log1p(-u))
-        logits = tl.where(mask, logits + gumbel_noise, float("-inf"))
-
-    return tl.max(logits, axis=0, return_indices=True)
-'''
+from .hunks import (
+    GUMBEL,
+    GUMBEL_NOISED_ARGMAX,
+)
+from .hunks import (
+    GUMBEL_ANCHOR as ANCHOR,
+)
+from .hunks import (
+    GUMBEL_NAME as NAME,
+)
+from .hunks import (
+    GUMBEL_NEEDS as NEEDS,
+)
 
 _TRITON_JIT = m.Attribute(value=m.Name("triton"), attr=m.Name("jit"))
 # `@triton.jit(...)` with options is just as much a Triton function.
@@ -93,15 +62,10 @@ _JITTED = m.FunctionDef(
 
 
 class GumbelNoisedArgmax(BackportCodemod):
-    EDIT = "gumbel"
-    PATH = "vllm/v1/worker/gpu/sample/gumbel.py"
-    DESCRIPTION = (
-        "gumbel_noised_argmax: the Gumbel-max draw as a Triton function a "
-        "draft walk can share with verification"
-    )
+    EDIT, PATH, DESCRIPTION = GUMBEL.name, GUMBEL.path, GUMBEL.description
 
     def backport(self, tree: cst.Module) -> cst.Module:
-        hunk = NAME
+        (hunk,) = (h.name for h in GUMBEL.hunks)
         existing = named(tree.body, cst.FunctionDef, NAME)
         expected = f"`{NAME}` as the spec writes it"
         if self.rejects_other_versions(hunk, existing, GUMBEL_NOISED_ARGMAX, expected):
@@ -152,7 +116,7 @@ class GumbelNoisedArgmax(BackportCodemod):
     def _undo(self, tree: cst.Module, functions: list[cst.FunctionDef]) -> cst.Module:
         """The module without the function, as before `insert_before` put it
         there; refused if other module code reads the name."""
-        hunk = NAME
+        (hunk,) = (h.name for h in GUMBEL.hunks)
         callers = Reads(tree).elsewhere(NAME, leaving=functions)
         if callers:
             self.drift(

@@ -20,11 +20,13 @@ import libcst.matchers as m
 
 from ._base import BackportCodemod
 from ._meaning import describe, same_meaning, string_value
-
-ANCHOR_KEY = "DFlashDraftModel"
-ANCHOR_VALUE = '("qwen3_dflash", "DFlashQwen3ForCausalLM")'
-ENTRY_KEY = "DFlash2DraftModel"
-ENTRY_VALUE = '("qwen3_dflash2", "DFlash2Qwen3ForCausalLM")'
+from .hunks import (
+    ANCHOR_KEY,
+    ANCHOR_VALUE,
+    ENTRY_KEY,
+    ENTRY_VALUE,
+    REGISTRY,
+)
 
 
 def _entry(key: str) -> m.DictElement:
@@ -83,12 +85,10 @@ def _without_entry(table: cst.Dict) -> list[cst.BaseDictElement]:
 
 
 class RegistryEntry(BackportCodemod):
-    EDIT = "registry"
-    PATH = "vllm/model_executor/models/registry.py"
-    DESCRIPTION = "DFlash2DraftModel resolves to qwen3_dflash2.DFlash2Qwen3ForCausalLM"
+    EDIT, PATH, DESCRIPTION = REGISTRY.name, REGISTRY.path, REGISTRY.description
 
     def backport(self, tree: cst.Module) -> cst.Module:
-        hunk = "DFlash2DraftModel entry"
+        (hunk,) = (h.name for h in REGISTRY.hunks)
         # vLLM's model tables are module-level dict literals; looking only
         # there keeps this edit from walking the whole 1500-line file.
         all_tables = _module_level_tables(tree)

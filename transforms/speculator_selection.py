@@ -42,7 +42,6 @@ after it taking back the blank lines that set it apart.
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Sequence
 
 import libcst as cst
@@ -51,62 +50,34 @@ import libcst.matchers as m
 from ._base import BackportCodemod, edited_class, replaced, with_block
 from ._meaning import code_of, describe, same_meaning, string_value
 from ._names import members_named, named
+from .hunks import (
+    ANCHOR_BRANCH,
+    CONFIG_CLASS,
+    DFLASH1_ARM,
+    DFLASH2_ARM,
+    DFLASH2_BRANCH,
+    DFLASH2_BRANCH_BODY,
+    DFLASH2_BRANCH_SOURCE,
+    DFLASH2_SELECTION,
+    DFLASH2_TEST,
+    DFLASH_TEST,
+    HELPER_SOURCE,
+    RUNNER,
+    SELECTOR,
+    SPECULATOR_SELECTION,
+    V2_RUNNER_FORCING,
+)
+from .hunks import (
+    DFLASH2_HELPER as HELPER,
+)
+from .hunks import (
+    RUNNER_ANCHOR_METHOD as ANCHOR_METHOD,
+)
 
 # -- vllm/v1/worker/gpu/spec_decode/__init__.py ---------------------------
 
-SELECTOR = "init_speculator"
-DFLASH_TEST = 'speculative_config.method == "dflash"'
-DFLASH1_ARM = """
-from vllm.v1.worker.gpu.spec_decode.dflash.speculator import (
-    DFlashSpeculator,
-)
-
-return DFlashSpeculator(vllm_config, device)
-"""
-DFLASH2_TEST = (
-    '"DFlash2DraftModel" in speculative_config.draft_model_config.architectures'
-)
-DFLASH2_BRANCH_BODY = """\
-from vllm.v1.worker.gpu.spec_decode.dflash2.speculator import (
-    DFlash2Speculator,
-)
-
-return DFlash2Speculator(vllm_config, device)
-"""
-DFLASH2_SELECTION = f"if {DFLASH2_TEST}:\n" + textwrap.indent(
-    DFLASH2_BRANCH_BODY, "    "
-)
-DFLASH2_ARM = DFLASH2_SELECTION + DFLASH1_ARM
 
 # -- vllm/config/vllm.py --------------------------------------------------
-
-CONFIG_CLASS = "VllmConfig"
-RUNNER = "use_v2_model_runner"
-ANCHOR_METHOD = "_dflash_needs_multi_kv_group"
-HELPER = "_is_dflash2_draft"
-ANCHOR_BRANCH = f"if self.{ANCHOR_METHOD}():\n    return True\n"
-DFLASH2_BRANCH = f"if self.{HELPER}():\n    return True\n"
-DFLASH2_BRANCH_SOURCE = (
-    "\n"
-    "# The DFlash2 candidate selector exists only in the V2 speculator. On V1\n"
-    "# the same checkpoint drafts through DFlashProposer, which never calls\n"
-    "# it, so the draft degrades to DFlash1 silently. Force V2 as for dspark.\n"
-    + DFLASH2_BRANCH
-)
-# A docstring's continuation line is string content, not indentation: it is
-# written here as it must read inside the class.
-HELPER_SOURCE = (
-    f"def {HELPER}(self) -> bool:\n"
-    '    """Whether the DFlash draft is a DFlash2 one, by the architecture the\n'
-    '        speculator selects on (v1/worker/gpu/spec_decode/__init__.py)."""\n'
-    "    spec = self.speculative_config\n"
-    '    if spec is None or spec.method != "dflash":\n'
-    "        return False\n"
-    '    draft_config = getattr(spec, "draft_model_config", None)\n'
-    "    if draft_config is None:\n"
-    "        return False\n"
-    '    return "DFlash2DraftModel" in (draft_config.architectures or [])\n'
-)
 
 
 def _statements_mean(statements: Sequence[cst.BaseStatement], source: str) -> bool:
@@ -115,13 +86,13 @@ def _statements_mean(statements: Sequence[cst.BaseStatement], source: str) -> bo
 
 
 class SpeculatorSelection(BackportCodemod):
-    EDIT = "speculator-selection"
-    PATH = "vllm/v1/worker/gpu/spec_decode/__init__.py"
-    DESCRIPTION = (
-        "init_speculator returns DFlash2Speculator for a DFlash2DraftModel draft"
+    EDIT, PATH, DESCRIPTION = (
+        SPECULATOR_SELECTION.name,
+        SPECULATOR_SELECTION.path,
+        SPECULATOR_SELECTION.description,
     )
 
-    HUNK = "select the DFlash2 speculator"
+    (HUNK,) = (h.name for h in SPECULATOR_SELECTION.hunks)
 
     def backport(self, tree: cst.Module) -> cst.Module:
         functions = named(tree.body, cst.FunctionDef, SELECTOR)
@@ -249,12 +220,13 @@ class SpeculatorSelection(BackportCodemod):
 
 
 class V2RunnerForcing(BackportCodemod):
-    EDIT = "speculator-selection"
-    PATH = "vllm/config/vllm.py"
-    DESCRIPTION = "a DFlash2 draft forces the V2 model runner"
+    EDIT, PATH, DESCRIPTION = (
+        V2_RUNNER_FORCING.name,
+        V2_RUNNER_FORCING.path,
+        V2_RUNNER_FORCING.description,
+    )
 
-    BRANCH_HUNK = "a DFlash2 draft forces the V2 model runner"
-    HELPER_HUNK = "DFlash2 draft detection"
+    BRANCH_HUNK, HELPER_HUNK = (h.name for h in V2_RUNNER_FORCING.hunks)
 
     def backport(self, tree: cst.Module) -> cst.Module:
         hunks = (self.BRANCH_HUNK, self.HELPER_HUNK)

@@ -39,6 +39,7 @@ import libcst.matchers as m
 from ._base import BackportCodemod, leading_blank_lines, placed_before, replaced
 from ._meaning import describe, is_docstring, same_meaning
 from ._names import class_bindings, may_bind, members_named, module_bindings, named
+from .hunks import LAYER_CONSTRUCTION, MODEL_CONSTRUCTION, SUBCLASS_SEAMS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,23 +63,9 @@ LAYER_SEAM = Seam(
     attribute="decoder_layer_cls",
     value="DFlashQwen3DecoderLayer",
     target="self.layers",
-    construction="""\
-self.layers = nn.ModuleList(
-    [
-        DFlashQwen3DecoderLayer(
-            current_vllm_config,
-            config=self.config,
-            layer_idx=layer_idx,
-            cache_config=current_vllm_config.cache_config,
-            quant_config=self.quant_config,
-            prefix=maybe_prefix(prefix, f"layers.{layer_idx + start_layer_id}"),
-        )
-        for layer_idx in range(self.config.num_hidden_layers)
-    ]
-)
-""",
-    attribute_hunk="decoder_layer_cls attribute",
-    construction_hunk="layers via decoder_layer_cls",
+    construction=LAYER_CONSTRUCTION,
+    attribute_hunk=SUBCLASS_SEAMS.hunks[0].name,
+    construction_hunk=SUBCLASS_SEAMS.hunks[1].name,
 )
 
 MODEL_SEAM = Seam(
@@ -86,15 +73,9 @@ MODEL_SEAM = Seam(
     attribute="model_cls",
     value="DFlashQwen3Model",
     target="self.model",
-    construction="""\
-self.model = DFlashQwen3Model(
-    vllm_config=vllm_config,
-    prefix=maybe_prefix(prefix, "model"),
-    start_layer_id=target_layer_num,
-)
-""",
-    attribute_hunk="model_cls attribute",
-    construction_hunk="model via model_cls",
+    construction=MODEL_CONSTRUCTION,
+    attribute_hunk=SUBCLASS_SEAMS.hunks[2].name,
+    construction_hunk=SUBCLASS_SEAMS.hunks[3].name,
 )
 
 SEAMS = (LAYER_SEAM, MODEL_SEAM)
@@ -221,11 +202,10 @@ class _Plan:
 
 
 class SubclassSeams(BackportCodemod):
-    EDIT = "subclass-seams"
-    PATH = "vllm/model_executor/models/qwen3_dflash.py"
-    DESCRIPTION = (
-        "DFlashQwen3Model.decoder_layer_cls and DFlashQwen3ForCausalLM.model_cls "
-        "let subclasses swap in their own decoder layer and model"
+    EDIT, PATH, DESCRIPTION = (
+        SUBCLASS_SEAMS.name,
+        SUBCLASS_SEAMS.path,
+        SUBCLASS_SEAMS.description,
     )
 
     def backport(self, tree: cst.Module) -> cst.Module:

@@ -72,97 +72,36 @@ from ._base import (
 )
 from ._meaning import same_meaning
 from ._names import Reads, members_named, module_bindings, named, origin_words
+from .hunks import (
+    FLASHINFER_TOPK,
+    GET_TOP_K_TOKENS,
+    HAS_FLASHINFER,
+    TOPK,
+    VOCAB_PARALLEL_TOPK,
+)
+from .hunks import (
+    TOPK_CLASS as CLASS,
+)
+from .hunks import (
+    TOPK_HELPERS as HELPERS,
+)
+from .hunks import (
+    TOPK_IMPORTS as IMPORTS,
+)
+from .hunks import (
+    TOPK_METHOD as METHOD,
+)
+from .hunks import (
+    TOPK_METHOD_ANCHOR as METHOD_ANCHOR,
+)
+from .hunks import (
+    TOPK_METHOD_NEEDS_MEMBERS as METHOD_NEEDS_MEMBERS,
+)
+from .hunks import (
+    TOPK_METHOD_NEEDS_NAMES as METHOD_NEEDS_NAMES,
+)
 
 # -- the spec's code ------------------------------------------------------
-
-#: Imports the helpers' annotations and decorator need: name -> (module, line).
-IMPORTS = {
-    "Callable": ("collections.abc", "from collections.abc import Callable"),
-    "cache": ("functools", "from functools import cache"),
-}
-
-HAS_FLASHINFER = "from vllm.utils.flashinfer import has_flashinfer"
-
-FLASHINFER_TOPK = '''\
-@cache
-def _flashinfer_topk() -> Callable[..., tuple[torch.Tensor, torch.Tensor]] | None:
-    """FlashInfer's radix top-k, or None for torch.topk."""
-    if not current_platform.is_cuda():
-        return None
-    if not has_flashinfer():
-        return None
-    from flashinfer import top_k
-
-    return top_k
-'''
-
-TOPK = """\
-def _topk(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    impl = _flashinfer_topk()
-    if impl is None or not scores.is_cuda:
-        return torch.topk(scores, k, dim=-1)
-    return impl(scores, k, sorted=True, deterministic=True)
-"""
-
-HELPERS = {"_flashinfer_topk": FLASHINFER_TOPK, "_topk": TOPK}
-
-# Written at class-body depth so the docstring's own lines keep the spec's
-# indentation once the method sits in the class.
-GET_TOP_K_TOKENS = '''\
-    def get_top_k_tokens(
-        self,
-        lm_head: VocabParallelEmbedding,
-        hidden_states: torch.Tensor,
-        k: int,
-        embedding_bias: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Vocab-parallel top-k without all-gathering full logits.
-
-        The `get_top_tokens` reduction widened from one token to k, returning
-        the values as well as the global ids. Communication is
-        O(batch * 2k * tp_size) rather than O(batch * vocab_size).
-
-        Scale and soft cap are applied to the k selected values rather than
-        the whole vocabulary; both are monotonic, so the selection is the same
-        and only k entries are touched.
-        """
-        if self.scale <= 0.0 and self.scale != 1.0:
-            raise ValueError(
-                "The local top-k reduction optimization is not supported for "
-                "non-positive logit scaling factors."
-            )
-
-        logits = self._apply_head(lm_head, hidden_states, embedding_bias)
-
-        # Mask out padding entries beyond org_vocab_size on this shard.
-        num_pad = lm_head.shard_indices.num_org_vocab_padding
-        if num_pad > 0:
-            logits[..., -num_pad:] = -float("inf")
-
-        values, ids = _topk(logits, k)
-        # Convert shard-local indices to global vocab indices.
-        ids = ids.to(torch.int64) + lm_head.shard_indices.org_vocab_start_index
-
-        if lm_head.tp_size > 1:
-            values = tensor_model_parallel_all_gather(values, dim=-1)
-            ids = tensor_model_parallel_all_gather(ids, dim=-1)
-            values, selected = _topk(values, k)
-            ids = ids.gather(-1, selected)
-
-        values = values.float()
-        if self.scale != 1.0:
-            values = values * self.scale
-        if self.soft_cap is not None:
-            values = torch.tanh(values / self.soft_cap) * self.soft_cap
-        return ids, values
-'''
-
-CLASS = "LogitsProcessor"
-METHOD = "get_top_k_tokens"
-METHOD_ANCHOR = "extra_repr"
-#: What the new method relies on besides the helpers inserted with it.
-METHOD_NEEDS_MEMBERS = ("_apply_head",)
-METHOD_NEEDS_NAMES = ("VocabParallelEmbedding", "tensor_model_parallel_all_gather")
 
 
 def _is_import_line(stmt: cst.CSTNode) -> bool:
@@ -270,11 +209,10 @@ def _undo(rewrite: Callable[[Body], Body]) -> Apply:
 
 
 class VocabParallelTopK(BackportCodemod):
-    EDIT = "vocab-parallel-topk"
-    PATH = "vllm/model_executor/layers/logits_processor.py"
-    DESCRIPTION = (
-        "LogitsProcessor.get_top_k_tokens: vocab-parallel top-k without an "
-        "all-gather of the full logits"
+    EDIT, PATH, DESCRIPTION = (
+        VOCAB_PARALLEL_TOPK.name,
+        VOCAB_PARALLEL_TOPK.path,
+        VOCAB_PARALLEL_TOPK.description,
     )
     #: What reads the names a revert would remove; set by `backport`.
     reads: Reads
@@ -306,7 +244,7 @@ class VocabParallelTopK(BackportCodemod):
     # to undo them, and the pending ones that are left alone.
 
     def _imports(self, body: Body, bindings: dict[str, list[str]]) -> Apply | None:
-        hunk = "imports"
+        hunk = VOCAB_PARALLEL_TOPK.hunks[0].name
         missing: list[str] = []
         conflicts: list[str] = []
         for name, (module, _) in IMPORTS.items():
@@ -386,7 +324,7 @@ class VocabParallelTopK(BackportCodemod):
         return _undo(lambda body: removed(body, doomed))
 
     def _helpers(self, body: Body, bindings: dict[str, list[str]]) -> Apply | None:
-        hunk = "top-k helpers"
+        hunk = VOCAB_PARALLEL_TOPK.hunks[1].name
         present: dict[str, cst.FunctionDef] = {}
         for name, source in HELPERS.items():
             existing = named(body, cst.FunctionDef, name)
@@ -505,7 +443,7 @@ class VocabParallelTopK(BackportCodemod):
         return _undo(lambda body: _without_helpers(body, doomed))
 
     def _method(self, body: Body, bindings: dict[str, list[str]]) -> Apply | None:
-        hunk = "get_top_k_tokens"
+        hunk = VOCAB_PARALLEL_TOPK.hunks[2].name
         classes = named(body, cst.ClassDef, CLASS)
         if len(classes) != 1:
             self.drift(
