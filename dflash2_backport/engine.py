@@ -17,12 +17,11 @@ import os
 import tempfile
 from pathlib import Path
 
-from . import verdict_cache
 from .errors import BackportError
 from . import record
 from .installer import ModulePlan, plan_module_removal, plan_modules
 from .judge import judge
-from .verdicts import EditReport
+from .verdicts import Direction, EditReport
 
 
 @dataclasses.dataclass
@@ -139,16 +138,8 @@ def make_plan(
     diff, so files to rewrite must be rewritten even when the verdicts are
     known."""
     modules = plan_modules(root) if direction == "apply" else plan_module_removal(root)
-    if use_cache:
-        cached = verdict_cache.lookup(root)
-        if cached is not None and not (
-            need_changes and any(_has(e, _rewritten(direction)) for e in cached)
-        ):
-            return Plan(root, direction, cached, modules, {}, record_file)
-    files = judge(root, want_bytes=need_changes, direction=direction)
+    files = judge(root, need_changes, Direction(direction), use_cache)
     edits = [edit for file in files for edit in file.edits]
-    if use_cache:
-        verdict_cache.store(root, {f.path: f.original for f in files}, edits)
     patched = {f.path: (f.original, f.patched) for f in files if f.patched is not None}
     return Plan(root, direction, edits, modules, patched, record_file)
 
