@@ -39,8 +39,8 @@ from .verdicts import Direction, EditReport, HunkVerdict, State
 # The quick judge and the codemods are imported from it when first needed,
 # so that a cached answer loads neither.
 try:
-    from . import transforms
     from .transforms import hunks
+    from . import transforms
 except ModuleNotFoundError as missing:
     if missing.name != f"{__package__}.transforms":
         raise
@@ -110,7 +110,11 @@ def _check_encoding(path: Path, data: bytes) -> None:
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as error:
-        raise BackportError(f"{path}: {error.msg}; fix the file") from None
+        if not error.msg.startswith("invalid or missing encoding declaration"):
+            raise BackportError(f"{path}: {error.msg}; fix the file") from None
+        # No cookie, and the first lines are not UTF-8: the decoding below
+        # says where.
+        encoding = "utf-8"
     try:
         data.decode(encoding)
     except UnicodeDecodeError as error:
