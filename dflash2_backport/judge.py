@@ -272,7 +272,7 @@ def _judge_share(
         for codemod_class in transforms.CODEMODS:
             if codemod_class.PATH != relative:
                 continue
-            codemod = codemod_class(revert=direction is Direction.REVERT)
+            codemod = codemod_class(direction=direction)
             try:
                 tree = codemod.transform_module(tree)
             except transforms.EditRefused:

@@ -8,7 +8,7 @@ there (applied), whether the spec's anchor is there so the edit is safe
 the whole edit with every drifted hunk named, and the engine then writes
 nothing anywhere.
 
-Built with `revert=True`, a codemod runs the other way: the verdicts are the
+Built with `Direction.REVERT`, a codemod runs the other way: the verdicts are the
 same, and it is the applied hunks that are rewritten, back to 0.27.1's code.
 On a file the forward codemod patched, the result is the original byte for
 byte; on a file patched some other way, it is 0.27.1's code by meaning.
@@ -17,13 +17,11 @@ byte; on a file patched some other way, it is 0.27.1's code by meaning.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import ClassVar, TypeVar
 
 import libcst as cst
-from libcst.codemod import Codemod, CodemodContext
 
-from dflash2_backport.verdicts import HunkVerdict, State
+from dflash2_backport.verdicts import Direction, HunkVerdict, State
 
 from ._meaning import same_meaning, where_it_differs
 from ._names import members_named, named
@@ -43,8 +41,15 @@ class EditRefused(Exception):
         )
 
 
-class BackportCodemod(Codemod):
-    """One spec edit as a codemod; subclasses implement `backport`."""
+class BackportCodemod:
+    """One spec edit as a libcst codemod; subclasses implement `backport`.
+
+    It has the interface of libcst's `Codemod` (built with an optional
+    `CodemodContext`, run by `transform_module`), so `CodemodTest` drives it,
+    but does not inherit from it: `libcst.codemod` imports `libcst.matchers`,
+    which takes longer to load than a target file takes to parse, on every
+    `apply`. None of the edits needs the context or metadata.
+    """
 
     #: Edit name as users see it (the spec's edit names).
     EDIT: ClassVar[str]
@@ -54,26 +59,19 @@ class BackportCodemod(Codemod):
     DESCRIPTION: ClassVar[str]
 
     def __init__(
-        self, context: CodemodContext | None = None, revert: bool = False
+        self, context: object = None, direction: Direction = Direction.APPLY
     ) -> None:
-        super().__init__(context if context is not None else CodemodContext())
+        self.context = context
+        self.direction = direction
+        #: Reverting rewrites applied hunks back to 0.27.1's code instead of
+        #: pending ones forward.
+        self.revert = direction is Direction.REVERT
         self.verdicts: list[HunkVerdict] = []
-        #: Rewrite applied hunks back to 0.27.1's code instead of pending ones forward.
-        self.revert = revert
+        #: The module being transformed; inserted code is fitted to it.
+        self.module = cst.Module(body=[])
 
     def transform_module(self, tree: cst.Module) -> cst.Module:
-        # None of the edits needs metadata, and the base class would deep-copy
-        # the whole module into a MetadataWrapper first: on vllm/config/vllm.py
-        # that copy costs more than the edit itself.
-        previous = self.context
-        wrapper = cst.MetadataWrapper(tree, unsafe_skip_copy=True)
-        self.context = replace(previous, wrapper=wrapper)
-        try:
-            return self.transform_module_impl(tree)
-        finally:
-            self.context = previous
-
-    def transform_module_impl(self, tree: cst.Module) -> cst.Module:
+        self.module = tree
         self.verdicts = []
         result = self.backport(tree)
         drifted = [v for v in self.verdicts if v.state is State.DRIFT]

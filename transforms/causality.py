@@ -32,10 +32,10 @@ docstring and raw `return override` back; every other line stays as written.
 from __future__ import annotations
 
 import libcst as cst
-import libcst.matchers as m
 
 from ._base import BackportCodemod, replaced
 from ._meaning import (
+    find_all,
     code_statements,
     function_of,
     meaning,
@@ -165,7 +165,7 @@ class Causality(BackportCodemod):
         # fallback; only its returned value changes, so comments in it survive.
         index = next(i for i, s in enumerate(body) if isinstance(s, cst.If))
         override = body[index]
-        (result,) = m.findall(override.body, m.Return())
+        (result,) = find_all(override.body, lambda n: isinstance(n, cst.Return))
         assert isinstance(result, cst.Return)
         body[index] = override.deep_replace(
             result,
@@ -200,7 +200,7 @@ class Causality(BackportCodemod):
         # The override's `if` gets its raw value back, in the parentheses the
         # `bool(...)` stood in; comments in it survive.
         override = kept[override_at]
-        (result,) = m.findall(override.body, m.Return())
+        (result,) = find_all(override.body, lambda n: isinstance(n, cst.Return))
         assert isinstance(result, cst.Return) and result.value is not None
         raw = cst.parse_expression(
             OLD_OVERRIDE_RESULT, config=self.module.config_for_parsing

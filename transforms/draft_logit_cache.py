@@ -40,10 +40,9 @@ class, the member after it taking back the blank lines that set it apart.
 from __future__ import annotations
 
 import libcst as cst
-import libcst.matchers as m
 
 from ._base import BackportCodemod, edited_class, with_block
-from ._meaning import code_of, describe, same_meaning
+from ._meaning import code_of, describe, same_meaning, find_all, is_attribute
 from ._names import members_named
 from .hunks import (
     ALLOCATING_METHOD,
@@ -59,19 +58,17 @@ from .hunks import (
     HOOK_ANCHOR_METHOD as ANCHOR_METHOD,
 )
 
-_DRAFT_LOGITS_ASSIGNMENT = m.SimpleStatementLine(
-    body=[
-        m.Assign(
-            targets=[
-                m.AssignTarget(
-                    target=m.Attribute(
-                        value=m.Name("self"), attr=m.Name("draft_logits")
-                    )
-                )
-            ]
-        )
-    ]
-)
+
+def _assigns_draft_logits(node: cst.CSTNode) -> bool:
+    """A line that is `self.draft_logits = ...` and nothing else."""
+    if not isinstance(node, cst.SimpleStatementLine) or len(node.body) != 1:
+        return False
+    (small,) = node.body
+    return (
+        isinstance(small, cst.Assign)
+        and len(small.targets) == 1
+        and is_attribute(small.targets[0].target, "self", "draft_logits")
+    )
 
 
 class DraftLogitCache(BackportCodemod):
@@ -118,7 +115,7 @@ class DraftLogitCache(BackportCodemod):
             self.drift(hunk, f"one {where}", f"{len(methods)}")
             return None
         (method,) = methods
-        assignments = m.findall(method, _DRAFT_LOGITS_ASSIGNMENT)
+        assignments = find_all(method, _assigns_draft_logits)
         if len(assignments) != 1:
             self.drift(
                 hunk,
@@ -190,11 +187,10 @@ class DraftLogitCache(BackportCodemod):
     def _block_of(
         method: cst.FunctionDef, statement: cst.BaseStatement
     ) -> cst.IndentedBlock:
-        blocks = m.findall(
+        blocks = find_all(
             method,
-            m.IndentedBlock(
-                body=m.MatchIfTrue(lambda body: any(s is statement for s in body))
-            ),
+            lambda n: isinstance(n, cst.IndentedBlock)
+            and any(s is statement for s in n.body),
         )
         (block,) = blocks
         assert isinstance(block, cst.IndentedBlock)

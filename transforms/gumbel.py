@@ -32,9 +32,9 @@ does), that is drift: removing it would break the module.
 from __future__ import annotations
 
 import libcst as cst
-import libcst.matchers as m
 
 from ._base import BackportCodemod, insert_before, removed
+from ._meaning import is_attribute
 from ._names import Reads, module_bindings, named
 from .hunks import (
     GUMBEL,
@@ -50,15 +50,17 @@ from .hunks import (
     GUMBEL_NEEDS as NEEDS,
 )
 
-_TRITON_JIT = m.Attribute(value=m.Name("triton"), attr=m.Name("jit"))
-# `@triton.jit(...)` with options is just as much a Triton function.
-_JITTED = m.FunctionDef(
-    decorators=[
-        m.ZeroOrMore(),
-        m.Decorator(decorator=_TRITON_JIT | m.Call(func=_TRITON_JIT)),
-        m.ZeroOrMore(),
-    ]
-)
+
+def _jitted(function: cst.FunctionDef) -> bool:
+    # `@triton.jit(...)` with options is just as much a Triton function.
+    return any(
+        is_attribute(d.decorator, "triton", "jit")
+        or (
+            isinstance(d.decorator, cst.Call)
+            and is_attribute(d.decorator.func, "triton", "jit")
+        )
+        for d in function.decorators
+    )
 
 
 class GumbelNoisedArgmax(BackportCodemod):
@@ -85,7 +87,7 @@ class GumbelNoisedArgmax(BackportCodemod):
             )
         elif len(anchors) > 1:
             problems.append(f"{len(anchors)} module-level `{ANCHOR}` definitions")
-        elif not m.matches(anchors[0], _JITTED):
+        elif not _jitted(anchors[0]):
             problems.append(f"`{ANCHOR}` without `@triton.jit`")
         bindings = module_bindings(tree.body)
         missing = [name for name in NEEDS if name not in bindings]

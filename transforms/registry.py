@@ -16,7 +16,6 @@ entry that maps it elsewhere is a conflict, not "done".
 from __future__ import annotations
 
 import libcst as cst
-import libcst.matchers as m
 
 from ._base import BackportCodemod
 from ._meaning import describe, same_meaning, string_value
@@ -29,26 +28,20 @@ from .hunks import (
 )
 
 
-def _entry(key: str) -> m.DictElement:
-    return m.DictElement(key=m.MatchIfTrue(lambda k: string_value(k) == key))
-
-
-_TABLE_WITH_ANCHOR = m.Dict(
-    elements=[m.ZeroOrMore(), _entry(ANCHOR_KEY), m.ZeroOrMore()]
-)
-_ASSIGNED_DICT = m.SimpleStatementLine(
-    body=[m.OneOf(m.Assign(value=m.Dict()), m.AnnAssign(value=m.Dict()))]
-)
+def _is_entry(element: cst.BaseDictElement, key: str) -> bool:
+    return isinstance(element, cst.DictElement) and string_value(element.key) == key
 
 
 def _module_level_tables(tree: cst.Module) -> list[tuple[cst.BaseStatement, cst.Dict]]:
     """Each module-level `NAME = {...}` statement with its dict literal."""
     tables = []
     for statement in tree.body:
-        if m.matches(statement, _ASSIGNED_DICT):
-            assert isinstance(statement, cst.SimpleStatementLine)
-            value = statement.body[0].value  # type: ignore[attr-defined]
-            tables.append((statement, value))
+        if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
+            (small,) = statement.body
+            if isinstance(small, cst.Assign | cst.AnnAssign) and isinstance(
+                small.value, cst.Dict
+            ):
+                tables.append((statement, small.value))
     return tables
 
 
@@ -92,7 +85,11 @@ class RegistryEntry(BackportCodemod):
         # vLLM's model tables are module-level dict literals; looking only
         # there keeps this edit from walking the whole 1500-line file.
         all_tables = _module_level_tables(tree)
-        tables = [(s, t) for s, t in all_tables if m.matches(t, _TABLE_WITH_ANCHOR)]
+        tables = [
+            (s, t)
+            for s, t in all_tables
+            if any(_is_entry(e, ANCHOR_KEY) for e in t.elements)
+        ]
         if len(tables) != 1:
             self.drift(
                 hunk,
@@ -106,7 +103,7 @@ class RegistryEntry(BackportCodemod):
             element
             for _, other in all_tables
             for element in other.elements
-            if m.matches(element, _entry(ENTRY_KEY))
+            if _is_entry(element, ENTRY_KEY)
         ]
         for entry in entries:
             assert isinstance(entry, cst.DictElement)

@@ -45,10 +45,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import libcst as cst
-import libcst.matchers as m
 
 from ._base import BackportCodemod, edited_class, replaced, with_block
-from ._meaning import code_of, describe, same_meaning, string_value
+from ._meaning import (
+    code_of,
+    describe,
+    same_meaning,
+    string_value,
+    find_all,
+    is_attribute,
+)
 from ._names import members_named, named
 from .hunks import (
     ANCHOR_BRANCH,
@@ -154,8 +160,9 @@ class SpeculatorSelection(BackportCodemod):
             return tree
         # Selecting DFlash2 before the chain would make the inserted copy dead
         # code and leave two places to keep in step.
-        if m.findall(
-            function, m.If(test=m.MatchIfTrue(lambda t: same_meaning(t, DFLASH2_TEST)))
+        if find_all(
+            function,
+            lambda n: isinstance(n, cst.If) and same_meaning(n.test, DFLASH2_TEST),
         ):
             self.drift(
                 self.HUNK,
@@ -209,7 +216,7 @@ class SpeculatorSelection(BackportCodemod):
         literal = next(
             (
                 n
-                for n in m.findall(test, m.SimpleString())
+                for n in find_all(test, lambda n: isinstance(n, cst.SimpleString))
                 if string_value(n) == "dflash"
             ),
             None,
@@ -309,18 +316,19 @@ class V2RunnerForcing(BackportCodemod):
     def _no_anchor(cls: cst.ClassDef, runner: cst.FunctionDef, count: int) -> str:
         if count:
             return f"{count} such branches"
-        calls = m.Call(
-            func=m.Attribute(value=m.Name("self"), attr=m.Name(ANCHOR_METHOD))
-        )
-        own = [s for s in runner.body.body if m.findall(s, calls)]
+
+        def calls(node: cst.CSTNode) -> bool:
+            return isinstance(node, cst.Call) and is_attribute(
+                node.func, "self", ANCHOR_METHOD
+            )
+
+        own = [s for s in runner.body.body if find_all(s, calls)]
         if own:
             return f"{ANCHOR_METHOD} used another way: {describe(own[0], 80)}"
         callers = [
             s.name.value
             for s in cls.body.body
-            if isinstance(s, cst.FunctionDef)
-            and s is not runner
-            and m.findall(s, calls)
+            if isinstance(s, cst.FunctionDef) and s is not runner and find_all(s, calls)
         ]
         if callers:
             return (

@@ -34,10 +34,9 @@ import dataclasses
 from collections.abc import Sequence
 
 import libcst as cst
-import libcst.matchers as m
 
 from ._base import BackportCodemod, leading_blank_lines, placed_before, replaced
-from ._meaning import describe, is_docstring, same_meaning
+from ._meaning import describe, is_docstring, same_meaning, find_all, is_attribute
 from ._names import class_bindings, may_bind, members_named, module_bindings, named
 from .hunks import LAYER_CONSTRUCTION, MODEL_CONSTRUCTION, SUBCLASS_SEAMS
 
@@ -88,14 +87,15 @@ def _count(found: Sequence[object]) -> str:
     return f"{len(found)} of them" if found else "none"
 
 
-def _self_attribute(name: str) -> m.Attribute:
-    return m.Attribute(value=m.Name("self"), attr=m.Name(name))
-
-
 def _constructor(seam: Seam, value: cst.BaseExpression) -> cst.Call | None:
     """The call that builds the layer (inside the list) or the model."""
     if seam is LAYER_SEAM:
-        if m.matches(value, m.Call(args=[m.Arg(value=m.ListComp(elt=m.Call()))])):
+        if (
+            isinstance(value, cst.Call)
+            and len(value.args) == 1
+            and isinstance(value.args[0].value, cst.ListComp)
+            and isinstance(value.args[0].value.elt, cst.Call)
+        ):
             assert isinstance(value, cst.Call)
             element = value.args[0].value
             assert isinstance(element, cst.ListComp)
@@ -287,15 +287,10 @@ class SubclassSeams(BackportCodemod):
             self.drift(hunk, f"one {where}", _count(inits))
             return None
         attribute = seam.target.split(".")[1]
-        assignments = m.findall(
+        assignments = find_all(
             inits[0],
-            m.Assign(
-                targets=[
-                    m.ZeroOrMore(),
-                    m.AssignTarget(_self_attribute(attribute)),
-                    m.ZeroOrMore(),
-                ]
-            ),
+            lambda n: isinstance(n, cst.Assign)
+            and any(is_attribute(t.target, "self", attribute) for t in n.targets),
         )
         if len(assignments) != 1:
             self.drift(

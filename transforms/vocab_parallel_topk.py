@@ -59,7 +59,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import libcst as cst
-import libcst.matchers as m
 
 from ._base import (
     BackportCodemod,
@@ -70,7 +69,7 @@ from ._base import (
     removed,
     with_blank_lines,
 )
-from ._meaning import same_meaning
+from ._meaning import dotted, same_meaning
 from ._names import Reads, members_named, module_bindings, named, origin_words
 from .hunks import (
     FLASHINFER_TOPK,
@@ -105,8 +104,10 @@ from .hunks import (
 
 
 def _is_import_line(stmt: cst.CSTNode) -> bool:
-    return m.matches(
-        stmt, m.SimpleStatementLine(body=[m.AtLeastN(m.Import() | m.ImportFrom(), n=1)])
+    return (
+        isinstance(stmt, cst.SimpleStatementLine)
+        and bool(stmt.body)
+        and all(isinstance(s, cst.Import | cst.ImportFrom) for s in stmt.body)
     )
 
 
@@ -121,30 +122,35 @@ def _nothing(body: Body, before: Inserts, after: Inserts) -> None:
     pass
 
 
-_IMPORT_TORCH = m.SimpleStatementLine(
-    body=[
-        m.Import(
-            names=[
-                m.ZeroOrMore(),
-                m.ImportAlias(name=m.Name("torch"), asname=None),
-                m.ZeroOrMore(),
-            ]
-        )
-    ]
-)
-_IMPORT_PLATFORM = m.SimpleStatementLine(
-    body=[
-        m.ImportFrom(
-            module=m.Attribute(value=m.Name("vllm"), attr=m.Name("platforms")),
-            relative=[],
-            names=[
-                m.ZeroOrMore(),
-                m.ImportAlias(name=m.Name("current_platform"), asname=None),
-                m.ZeroOrMore(),
-            ],
-        )
-    ]
-)
+def _sole_import(stmt: cst.CSTNode) -> cst.Import | cst.ImportFrom | None:
+    """The import a line holds, when it holds one import and nothing else."""
+    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
+        (small,) = stmt.body
+        if isinstance(small, cst.Import | cst.ImportFrom):
+            return small
+    return None
+
+
+def _binds_plainly(names: Sequence[cst.ImportAlias], name: str) -> bool:
+    return any(dotted(a.name) == name and a.asname is None for a in names)
+
+
+def _imports_torch(stmt: cst.CSTNode) -> bool:
+    """`import torch` (among other modules, perhaps), on a line of its own."""
+    found = _sole_import(stmt)
+    return isinstance(found, cst.Import) and _binds_plainly(found.names, "torch")
+
+
+def _imports_platform(stmt: cst.CSTNode) -> bool:
+    """`from vllm.platforms import current_platform`, on a line of its own."""
+    found = _sole_import(stmt)
+    return (
+        isinstance(found, cst.ImportFrom)
+        and not found.relative
+        and dotted(found.module) == "vllm.platforms"
+        and not isinstance(found.names, cst.ImportStar)
+        and _binds_plainly(found.names, "current_platform")
+    )
 
 
 # -- undoing the edit -----------------------------------------------------
@@ -262,9 +268,7 @@ class VocabParallelTopK(BackportCodemod):
                 "; ".join(conflicts) + " (import them from those modules)",
             )
             return None
-        torch = next(
-            (i for i, stmt in enumerate(body) if m.matches(stmt, _IMPORT_TORCH)), None
-        )
+        torch = next((i for i, stmt in enumerate(body) if _imports_torch(stmt)), None)
         if not missing:
             if self.revert:
                 return self._unimport(hunk, body, bindings, torch)
@@ -365,7 +369,7 @@ class VocabParallelTopK(BackportCodemod):
             )
             return None
         anchor = next(
-            (i for i, stmt in enumerate(body) if m.matches(stmt, _IMPORT_PLATFORM)),
+            (i for i, stmt in enumerate(body) if _imports_platform(stmt)),
             None,
         )
         if anchor is None:
@@ -412,7 +416,7 @@ class VocabParallelTopK(BackportCodemod):
         when it is where the forward writes it, right after the
         `current_platform` import (elsewhere, it may predate the edit)."""
         anchor = next(
-            (i for i, stmt in enumerate(body) if m.matches(stmt, _IMPORT_PLATFORM)),
+            (i for i, stmt in enumerate(body) if _imports_platform(stmt)),
             None,
         )
         doomed: Body = list(helpers)

@@ -14,6 +14,7 @@ from libcst.codemod import CodemodTest
 
 from dflash2_backport.transforms import _quick, hunks
 from dflash2_backport.transforms._base import BackportCodemod, EditRefused, State
+from dflash2_backport.verdicts import Direction
 
 Transform = type[BackportCodemod]
 
@@ -36,7 +37,7 @@ class _Case(CodemodTest):
     every source it judges forward."""
 
     def assertCodemod(self, before: str, after: str, *args, **kwargs) -> None:  # noqa: N802
-        if not kwargs.get("revert"):
+        if kwargs.get("direction") is not Direction.REVERT:
             assert_quick_agrees(self.TRANSFORM, before)
         super().assertCodemod(before, after, *args, **kwargs)
 
@@ -81,8 +82,8 @@ def assert_patched(transform: Transform, before: str, after: str) -> None:
     checks = case(transform)
     checks.assertCodemod(before, after)
     checks.assertCodemod(after, after)
-    checks.assertCodemod(after, before, revert=True)
-    checks.assertCodemod(before, before, revert=True)
+    checks.assertCodemod(after, before, direction=Direction.REVERT)
+    checks.assertCodemod(before, before, direction=Direction.REVERT)
 
 
 def assert_left_alone(transform: Transform, source: str) -> None:
@@ -93,8 +94,8 @@ def assert_reverted(transform: Transform, applied: str, reverted: str) -> None:
     """Reverting `applied` gives `reverted`, which reverting then leaves alone
     and which the codemod judges pending throughout, as it judges 0.27.1."""
     checks = case(transform)
-    checks.assertCodemod(applied, reverted, revert=True)
-    checks.assertCodemod(reverted, reverted, revert=True)
+    checks.assertCodemod(applied, reverted, direction=Direction.REVERT)
+    checks.assertCodemod(reverted, reverted, direction=Direction.REVERT)
     assert set(verdicts(transform, reverted).values()) == {State.PENDING}
 
 
@@ -122,7 +123,7 @@ def revert_refusal(transform: Transform, source: str) -> EditRefused:
 
 def output(transform: Transform, source: str, revert: bool = False) -> str:
     """The exact text the codemod writes for `source`, taken byte for byte."""
-    codemod = transform(revert=revert)
+    codemod = transform(direction=Direction.REVERT if revert else Direction.APPLY)
     return codemod.transform_module(cst.parse_module(source)).code
 
 
@@ -148,7 +149,7 @@ def verdicts(
 def codemod_verdicts(
     transform: Transform, source: str, revert: bool = False
 ) -> dict[str, State]:
-    codemod = transform(revert=revert)
+    codemod = transform(direction=Direction.REVERT if revert else Direction.APPLY)
     try:
         codemod.transform_module(
             cst.parse_module(CodemodTest.make_fixture_data(source))

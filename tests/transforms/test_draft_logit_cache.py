@@ -1,5 +1,6 @@
 import pytest
 
+from dflash2_backport.verdicts import Direction
 from dflash2_backport.transforms._base import State
 from dflash2_backport.transforms._meaning import same_meaning
 from dflash2_backport.transforms.draft_logit_cache import DraftLogitCache
@@ -367,8 +368,8 @@ def test_allocation_laid_out_otherwise_is_reverted_in_0271_layout(
     checks = case(DraftLogitCache)
     checks.assertCodemod(before, after)
     checks.assertCodemod(after, after)
-    checks.assertCodemod(after, reverted, revert=True)
-    checks.assertCodemod(before, before, revert=True)
+    checks.assertCodemod(after, reverted, direction=Direction.REVERT)
+    checks.assertCodemod(before, before, direction=Direction.REVERT)
 
 
 @pytest.mark.parametrize("applied,reverted", REVERTED.values(), ids=REVERTED.keys())
