@@ -33,10 +33,18 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ._base import BackportCodemod, replaced
+from ._base import (
+    BackportCodemod,
+    Judged,
+    applied,
+    drift,
+    exactly_one,
+    pending,
+    replaced,
+)
 from ._meaning import (
-    find_all,
     code_statements,
+    find_all,
     function_of,
     meaning,
     opens_with_docstring,
@@ -45,16 +53,11 @@ from ._meaning import (
     statements_difference,
 )
 from ._names import named
-from .hunks import (
-    CAUSAL_FUNCTION as FUNCTION,
-)
-from .hunks import (
-    CAUSAL_NEW as NEW_FUNCTION,
-)
-from .hunks import (
-    CAUSAL_OLD as OLD_FUNCTION,
-)
+from .hunks import CAUSAL_FUNCTION as FUNCTION
 from .hunks import CAUSALITY
+
+(HUNK,) = CAUSALITY.hunks
+OLD_FUNCTION, NEW_FUNCTION = HUNK.before, HUNK.after
 
 # What the edit writes in front of the override: the new docstring and the
 # `is_causal` check, exactly as in NEW_FUNCTION.
@@ -105,38 +108,34 @@ def _difference(found: cst.FunctionDef) -> str:
 
 
 class Causality(BackportCodemod):
-    EDIT, PATH, DESCRIPTION = CAUSALITY.name, CAUSALITY.path, CAUSALITY.description
+    SPEC = CAUSALITY
 
-    def backport(self, tree: cst.Module) -> cst.Module:
-        (hunk,) = (h.name for h in CAUSALITY.hunks)
-        found = named(tree.body, cst.FunctionDef, FUNCTION)
-        if len(found) != 1:
-            self.drift(
-                hunk,
-                f"one module-level function {FUNCTION}(config, layer_idx)",
-                f"{len(found)} of them" if found else "none",
-            )
-            return tree
-        (function,) = found
-
-        found_meaning = meaning(function)
-        if found_meaning == meaning(NEW_FUNCTION):
-            self.applied(hunk)
-            if self.revert:
-                return self._with_body(tree, function, self._reverted_body(function))
-            return tree
-        if found_meaning != meaning(OLD_FUNCTION):
-            self.drift(
-                hunk,
+    def judge(self, tree: cst.Module) -> dict[str, Judged]:
+        function = exactly_one(
+            named(tree.body, cst.FunctionDef, FUNCTION),
+            f"one module-level function {FUNCTION}(config, layer_idx)",
+        )
+        if isinstance(function, Judged):
+            return {HUNK.name: function}
+        found = meaning(function)
+        if found == meaning(NEW_FUNCTION):
+            return {HUNK.name: applied(function)}
+        if found == meaning(OLD_FUNCTION):
+            return {HUNK.name: pending(function)}
+        return {
+            HUNK.name: drift(
                 f"{FUNCTION} as in 0.27.1 or as the causality edit leaves it",
                 _difference(function),
             )
-            return tree
+        }
 
-        self.pending(hunk)
-        if self.revert:
-            return tree
+    def forward(self, tree: cst.Module, sites: dict) -> cst.Module:
+        function = sites[HUNK.name]
         return self._with_body(tree, function, self._edited_body(function))
+
+    def backward(self, tree: cst.Module, sites: dict) -> cst.Module:
+        function = sites[HUNK.name]
+        return self._with_body(tree, function, self._reverted_body(function))
 
     @staticmethod
     def _with_body(

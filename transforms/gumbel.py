@@ -33,22 +33,23 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ._base import BackportCodemod, insert_before, removed
+from ._base import (
+    BackportCodemod,
+    Judged,
+    applied,
+    drift,
+    insert_before,
+    pending,
+    removed,
+)
 from ._meaning import is_attribute
 from ._names import Reads, module_bindings, named
-from .hunks import (
-    GUMBEL,
-    GUMBEL_NOISED_ARGMAX,
-)
-from .hunks import (
-    GUMBEL_ANCHOR as ANCHOR,
-)
-from .hunks import (
-    GUMBEL_NAME as NAME,
-)
-from .hunks import (
-    GUMBEL_NEEDS as NEEDS,
-)
+from .hunks import GUMBEL
+from .hunks import GUMBEL_ANCHOR as ANCHOR
+from .hunks import GUMBEL_NAME as NAME
+from .hunks import GUMBEL_NEEDS as NEEDS
+
+(HUNK,) = GUMBEL.hunks
 
 
 def _jitted(function: cst.FunctionDef) -> bool:
@@ -64,19 +65,16 @@ def _jitted(function: cst.FunctionDef) -> bool:
 
 
 class GumbelNoisedArgmax(BackportCodemod):
-    EDIT, PATH, DESCRIPTION = GUMBEL.name, GUMBEL.path, GUMBEL.description
+    SPEC = GUMBEL
 
-    def backport(self, tree: cst.Module) -> cst.Module:
-        (hunk,) = (h.name for h in GUMBEL.hunks)
+    def judge(self, tree: cst.Module) -> dict[str, Judged]:
         existing = named(tree.body, cst.FunctionDef, NAME)
         expected = f"`{NAME}` as the spec writes it"
-        if self.rejects_other_versions(hunk, existing, GUMBEL_NOISED_ARGMAX, expected):
-            return tree
+        refused = self.other_version(existing, HUNK.after, expected)
+        if refused is not None:
+            return {HUNK.name: refused}
         if existing:
-            if self.revert:
-                return self._undo(tree, existing)
-            self.applied(hunk)
-            return tree
+            return {HUNK.name: applied(existing)}
 
         anchors = named(tree.body, cst.FunctionDef, ANCHOR)
         problems = []
@@ -98,36 +96,38 @@ class GumbelNoisedArgmax(BackportCodemod):
                 f"`{NAME}` uses " + ("it" if len(missing) == 1 else "them")
             )
         if problems:
-            self.drift(
-                hunk,
-                f"a module-level `@triton.jit def {ANCHOR}` to insert before, "
-                "and module-level " + ", ".join(f"`{n}`" for n in NEEDS),
-                "; ".join(problems),
-            )
-            return tree
+            return {
+                HUNK.name: drift(
+                    f"a module-level `@triton.jit def {ANCHOR}` to insert before, "
+                    "and module-level " + ", ".join(f"`{n}`" for n in NEEDS),
+                    "; ".join(problems),
+                )
+            }
+        return {HUNK.name: pending(anchors[0])}
 
-        self.pending(hunk)
-        if self.revert:
-            return tree
-        (anchor,) = anchors
-        new = self.statement(GUMBEL_NOISED_ARGMAX)
-        return tree.with_changes(
-            body=insert_before(tree.body, anchor, [new], blank_lines=2)
-        )
-
-    def _undo(self, tree: cst.Module, functions: list[cst.FunctionDef]) -> cst.Module:
-        """The module without the function, as before `insert_before` put it
-        there; refused if other module code reads the name."""
-        (hunk,) = (h.name for h in GUMBEL.hunks)
-        callers = Reads(tree).elsewhere(NAME, leaving=functions)
-        if callers:
-            self.drift(
-                hunk,
+    def unsafe_to_undo(
+        self, tree: cst.Module, applied: dict[str, Judged]
+    ) -> dict[str, Judged]:
+        """Other module code that calls the function would break without it."""
+        if HUNK.name not in applied:
+            return {}
+        callers = Reads(tree).elsewhere(NAME, leaving=applied[HUNK.name].site)
+        if not callers:
+            return {}
+        return {
+            HUNK.name: drift(
                 f"`{NAME}` called by nothing else in the module, so that it can go",
                 f"it called by {', '.join(callers)} (removing it would break "
                 + ("it" if len(callers) == 1 else "them")
                 + ")",
             )
-            return tree
-        self.applied(hunk)
-        return tree.with_changes(body=removed(tree.body, functions))
+        }
+
+    def forward(self, tree: cst.Module, sites: dict) -> cst.Module:
+        new = self.statement(HUNK.after)
+        body = insert_before(tree.body, sites[HUNK.name], [new], blank_lines=2)
+        return tree.with_changes(body=body)
+
+    def backward(self, tree: cst.Module, sites: dict) -> cst.Module:
+        # What followed the function takes back the blank lines it took.
+        return tree.with_changes(body=removed(tree.body, sites[HUNK.name]))

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ._base import BackportCodemod
+from ._base import BackportCodemod, Judged, applied, drift, exactly_one, pending
 from ._meaning import describe, same_meaning, string_value
 from .hunks import (
     ANCHOR_KEY,
@@ -26,6 +26,8 @@ from .hunks import (
     ENTRY_VALUE,
     REGISTRY,
 )
+
+(HUNK,) = REGISTRY.hunks
 
 
 def _is_entry(element: cst.BaseDictElement, key: str) -> bool:
@@ -78,26 +80,26 @@ def _without_entry(table: cst.Dict) -> list[cst.BaseDictElement]:
 
 
 class RegistryEntry(BackportCodemod):
-    EDIT, PATH, DESCRIPTION = REGISTRY.name, REGISTRY.path, REGISTRY.description
+    SPEC = REGISTRY
 
-    def backport(self, tree: cst.Module) -> cst.Module:
-        (hunk,) = (h.name for h in REGISTRY.hunks)
+    def judge(self, tree: cst.Module) -> dict[str, Judged]:
+        return {HUNK.name: self._judge(tree)}
+
+    def _judge(self, tree: cst.Module) -> Judged:
         # vLLM's model tables are module-level dict literals; looking only
         # there keeps this edit from walking the whole 1500-line file.
         all_tables = _module_level_tables(tree)
-        tables = [
-            (s, t)
-            for s, t in all_tables
-            if any(_is_entry(e, ANCHOR_KEY) for e in t.elements)
-        ]
-        if len(tables) != 1:
-            self.drift(
-                hunk,
-                f"one model table with a {ANCHOR_KEY!r} entry",
-                f"{len(tables)} such tables",
-            )
-            return tree
-        ((statement, table),) = tables
+        found = exactly_one(
+            [
+                (s, t)
+                for s, t in all_tables
+                if any(_is_entry(e, ANCHOR_KEY) for e in t.elements)
+            ],
+            f"one model table with a {ANCHOR_KEY!r} entry",
+        )
+        if isinstance(found, Judged):
+            return found
+        statement, table = found
 
         entries = [
             element
@@ -108,41 +110,37 @@ class RegistryEntry(BackportCodemod):
         for entry in entries:
             assert isinstance(entry, cst.DictElement)
             if not same_meaning(entry.value, ENTRY_VALUE):
-                self.drift(
-                    hunk,
+                return drift(
                     f"{ENTRY_KEY!r} to map to {ENTRY_VALUE}",
                     f"it maps to {describe(entry.value)}; remove that entry or "
                     "point it at the backport",
                 )
-                return tree
         if entries:
             if any(e in table.elements for e in entries):
-                self.applied(hunk)
-                if self.revert:
-                    return self._replace(tree, statement, table, _without_entry(table))
-            else:
-                self.drift(
-                    hunk,
-                    f"{ENTRY_KEY!r} in the table that holds {ANCHOR_KEY!r}",
-                    "it in another table",
-                )
-            return tree
+                return applied((statement, table))
+            return drift(
+                f"{ENTRY_KEY!r} in the table that holds {ANCHOR_KEY!r}",
+                "it in another table",
+            )
 
         index, anchor = next(
-            (i, e)
-            for i, e in enumerate(table.elements)
-            if isinstance(e, cst.DictElement) and string_value(e.key) == ANCHOR_KEY
+            (i, e) for i, e in enumerate(table.elements) if _is_entry(e, ANCHOR_KEY)
         )
         assert isinstance(anchor, cst.DictElement)
         if not same_meaning(anchor.value, ANCHOR_VALUE):
-            self.drift(
-                hunk,
+            return drift(
                 f"{ANCHOR_KEY!r} to map to {ANCHOR_VALUE}",
                 f"it maps to {describe(anchor.value)}",
             )
-            return tree
+        return pending((statement, table))
 
-        self.pending(hunk)
+    def forward(self, tree: cst.Module, sites: dict) -> cst.Module:
+        """The entry right after the anchor, written as the anchor is: same
+        quotes, the anchor's line ending handed on (see `_split_comma`)."""
+        statement, table = sites[HUNK.name]
+        index, anchor = next(
+            (i, e) for i, e in enumerate(table.elements) if _is_entry(e, ANCHOR_KEY)
+        )
         elements = list(table.elements)
         anchor_comma, entry_comma = self._split_comma(table, index)
         quote = anchor.key.quote if isinstance(anchor.key, cst.SimpleString) else '"'
@@ -155,9 +153,11 @@ class RegistryEntry(BackportCodemod):
         )
         elements[index] = anchor.with_changes(comma=anchor_comma)
         elements.insert(index + 1, new_entry)
-        if self.revert:
-            return tree
         return self._replace(tree, statement, table, elements)
+
+    def backward(self, tree: cst.Module, sites: dict) -> cst.Module:
+        statement, table = sites[HUNK.name]
+        return self._replace(tree, statement, table, _without_entry(table))
 
     @staticmethod
     def _replace(
