@@ -16,6 +16,9 @@ from ._cases import (
     swapped,
     verdicts,
 )
+from dflash2_backport.transforms.hunks import DRAFT_LOGIT_CACHE
+
+BUFFER_HUNK, HOOK_HUNK = (h.name for h in DRAFT_LOGIT_CACHE.hunks)
 
 INIT = """
 class BaseSpeculator(ABC):
@@ -397,23 +400,23 @@ def test_semantic_variants_are_refused_when_reverting_too(source: str) -> None:
 def test_head_dtype_hook_is_named_in_the_refusal() -> None:
     source = DRIFT["hook returns upstream's head dtype"]
     (drifted,) = refusal(DraftLogitCache, source).drifted
-    assert drifted.hunk == DraftLogitCache.HOOK_HUNK
+    assert drifted.hunk == HOOK_HUNK
     assert "head_dtype" in drifted.reason
     assert (
-        verdicts(DraftLogitCache, source)[DraftLogitCache.BUFFER_HUNK] is State.APPLIED
+        verdicts(DraftLogitCache, source)[BUFFER_HUNK] is State.APPLIED
     )
 
 
 def test_one_drifted_hunk_leaves_the_other_unwritten() -> None:
     source = DRIFT["buffer allocated in bfloat16"]
     drifted = refusal(DraftLogitCache, source).drifted
-    assert [v.hunk for v in drifted] == [DraftLogitCache.BUFFER_HUNK]
-    assert verdicts(DraftLogitCache, source)[DraftLogitCache.HOOK_HUNK] is State.PENDING
+    assert [v.hunk for v in drifted] == [BUFFER_HUNK]
+    assert verdicts(DraftLogitCache, source)[HOOK_HUNK] is State.PENDING
 
 
 def test_every_drifted_hunk_is_reported() -> None:
     drifted = refusal(DraftLogitCache, DRIFT["no DraftModelSpeculator"]).drifted
     assert [v.hunk for v in drifted] == [
-        DraftLogitCache.BUFFER_HUNK,
-        DraftLogitCache.HOOK_HUNK,
+        BUFFER_HUNK,
+        HOOK_HUNK,
     ]
