@@ -55,7 +55,9 @@ class FileVerdict:
     path: str
     original: bytes
     edits: list[EditReport]
-    patched: bytes | None  # None when no hunk is to be rewritten or bytes were not asked for
+    patched: (
+        bytes | None
+    )  # None when no hunk is to be rewritten or bytes were not asked for
 
 
 def judge(
@@ -272,14 +274,15 @@ def _judge_share(
         for codemod_class in transforms.CODEMODS:
             if codemod_class.PATH != relative:
                 continue
-            codemod = codemod_class(direction=direction)
-            try:
-                tree = codemod.transform_module(tree)
-            except transforms.EditRefused:
-                pass  # the drift is in the verdicts
+            outcome = codemod_class(direction=direction).outcome(tree)
+            if outcome.tree is not None:  # None: drift, in the verdicts
+                tree = outcome.tree
             edits.append(
                 EditReport(
-                    codemod.EDIT, relative, codemod.DESCRIPTION, tuple(codemod.verdicts)
+                    codemod_class.EDIT,
+                    relative,
+                    codemod_class.DESCRIPTION,
+                    outcome.verdicts,
                 )
             )
         touched = any(e.has(direction.rewrites) for e in edits)
@@ -299,4 +302,3 @@ def _read(path: Path) -> bytes:
         raise BackportError(f"{path}: is a directory, expected a Python file") from None
     except OSError as error:
         raise BackportError(f"{path}: cannot read ({error.strerror})") from None
-

@@ -150,10 +150,5 @@ def codemod_verdicts(
     transform: Transform, source: str, revert: bool = False
 ) -> dict[str, State]:
     codemod = transform(direction=Direction.REVERT if revert else Direction.APPLY)
-    try:
-        codemod.transform_module(
-            cst.parse_module(CodemodTest.make_fixture_data(source))
-        )
-    except EditRefused:
-        pass
-    return {v.hunk: v.state for v in codemod.verdicts}
+    outcome = codemod.outcome(cst.parse_module(CodemodTest.make_fixture_data(source)))
+    return {v.hunk: v.state for v in outcome.verdicts}
