@@ -1,17 +1,24 @@
-"""What every backport codemod shares: per-hunk verdicts, the refusal they lead
-to, and spec code placed so that it fits the file, and taken out again.
+"""The hunk protocol every backport codemod follows, and spec code placed so
+that it fits the file, and taken out again.
 
-A codemod owns one of the spec's edits in one file. For each of its hunks it
-decides, by meaning and never by text, whether the spec's result is already
-there (applied), whether the spec's anchor is there so the edit is safe
-(pending), or neither (drift). Pending hunks are rewritten; any drift refuses
-the whole edit with every drifted hunk named, and the engine then writes
-nothing anywhere.
+A codemod owns one of the spec's edits in one file, declared in hunks.py:
+each hunk's place, 0.27.1's code there, the backport's, and why. It says
+three things about its hunks:
 
-Built with `Direction.REVERT`, a codemod runs the other way: the verdicts are the
-same, and it is the applied hunks that are rewritten, back to 0.27.1's code.
-On a file the forward codemod patched, the result is the original byte for
-byte; on a file patched some other way, it is 0.27.1's code by meaning.
+- `judge`: find each one by structure and decide, by meaning and never by
+  text, whether the backport's code is there (applied), 0.27.1's is so the
+  edit is safe (pending), or neither (drift, with what was expected and what
+  was found);
+- `forward`: rewrite the pending hunks into the backport's code;
+- `backward`: the same rewrite read backwards, for the applied hunks.
+
+The base class runs them: every hunk is judged before anything changes, any
+drift refuses the whole edit (and the engine then writes nothing anywhere),
+and otherwise the hunks that the direction rewrites are rewritten. Reverting
+asks one more question first, `unsafe_to_undo`: whether removing code would
+break other code that now reads it. On a file the forward codemod patched,
+the backward rewrite gives back the original byte for byte; on a file
+patched some other way, 0.27.1's code by meaning.
 """
 
 from __future__ import annotations

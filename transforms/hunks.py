@@ -232,7 +232,7 @@ def gumbel_noised_argmax(
     return tl.max(logits, axis=0, return_indices=True)
 '''
 
-# -- 6. speculator selection: vllm/v1/worker/gpu/spec_decode/__init__.py and vllm/config/vllm.py ---
+# -- 6. speculator selection: v1/worker/gpu/spec_decode/__init__.py, config/vllm.py
 
 SELECTOR = "init_speculator"
 DFLASH_TEST = 'speculative_config.method == "dflash"'

@@ -31,7 +31,7 @@ attribute goes, and a rerouted construction names 0.27.1's class again.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import libcst as cst
 
@@ -93,10 +93,6 @@ SEAMS = (LAYER_SEAM, MODEL_SEAM)
 
 
 # -- finding things ---------------------------------------------------------
-
-
-def _count(found: Sequence[object]) -> str:
-    return f"{len(found)} of them" if found else "none"
 
 
 def _constructor(seam: Seam, value: cst.BaseExpression) -> cst.Call | None:
