@@ -14,7 +14,9 @@
    rest. Without fork, or with DFLASH2_BACKPORT_JOBS=1, one process does it.
 
 Where the quick judge and a codemod both judged a hunk, they must agree; a
-disagreement is a bug in one of them and stops the command.
+disagreement is a bug in one of them and stops the command. Where only the
+quick judge ran (nothing to rewrite), its answer stands: the codemods' unit
+tables hold it to their verdicts case by case.
 """
 
 from __future__ import annotations

@@ -198,3 +198,26 @@ def test_a_source_checkout_reaches_the_codemods_without_installing(
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "['pending']"
+
+
+def test_a_quick_verdict_the_codemod_contradicts_stops_the_command(
+    site: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dflash2_backport.transforms import _quick
+
+    honest = _quick.judge_file
+
+    def lying(path: str, data: bytes):  # type: ignore[no-untyped-def]
+        judged = honest(path, data)
+        if path == "vllm/model_executor/models/registry.py":
+            judged = {edit: dict.fromkeys(v, State.PENDING) for edit, v in judged.items()}
+        return judged
+
+    assert CliRunner().invoke(app, ["apply", "--site-packages", str(site)]).exit_code == 0
+    monkeypatch.setattr(_quick, "judge_file", lying)
+    with pytest.raises(BackportError) as stopped:
+        judge(site, True, Direction.APPLY, use_cache=False)
+    message = str(stopped.value)
+    assert "registry/DFlash2DraftModel entry" in message
+    assert "Python's parser judges it pending, the codemod applied" in message
+    assert message.endswith("please report this")
