@@ -13,10 +13,11 @@ import dataclasses
 import difflib
 from pathlib import Path
 
-from . import record, verdict_cache
+from . import record
 from .commit import Change
 from .errors import BackportError
 from .installer import ModulePlan, plan_module_removal, plan_modules
+from .judge import judge
 from .layout import MODULE_FILES, TARGET_FILES, commit_rank
 from .safe_files import check_path, decode_source, read_regular
 from .verdicts import Direction, EditReport, State
@@ -124,18 +125,8 @@ def _judged(
     root: Path, need_changes: bool, direction: Direction, use_cache: bool
 ) -> tuple[tuple[EditReport, ...], dict[str, tuple[bytes, bytes]]]:
     """Every edit's verdicts, and the rewritten bytes of the files a write needs."""
-    from .judge import judge
-
-    if use_cache:
-        cached = verdict_cache.lookup(root)
-        if cached is not None and not (
-            need_changes and any(h.state is direction.rewrites for e in cached for h in e.hunks)
-        ):
-            return tuple(cached), {}
-    files = judge(root, want_bytes=need_changes, direction=direction.value)
+    files = judge(root, need_changes, direction, use_cache)
     edits = tuple(edit for file in files for edit in file.edits)
-    if use_cache:
-        verdict_cache.store(root, {f.path: f.original for f in files}, list(edits))
     patched = {f.path: (f.original, f.patched) for f in files if f.patched is not None}
     return edits, patched
 

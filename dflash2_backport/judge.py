@@ -1,22 +1,55 @@
-"""Run the codemods over the target files, on two cores when there are two.
+"""Judge the target files, each as cheaply as its answer allows.
 
-Parsing is most of the cost of a cold `check`. Once libcst and the codemods
-are loaded, the files are split by size into two shares; a forked worker
-parses and judges one share while this process does the other, and sends
-back its verdicts (and, when asked, the patched bytes). Without fork, or with DFLASH2_BACKPORT_JOBS=1, one
-process does it all; the results are the same either way.
+1. Every file is read and must be valid in its declared encoding (a PEP 263
+   cookie, else UTF-8).
+2. A file judged before, in this content and by these codemods, is answered
+   from the verdict cache.
+3. Otherwise the quick judge (`transforms/_quick.py`, Python's own parser)
+   judges it, in the apply direction; where it is sure of every hunk, that
+   is the answer, and libcst is never loaded.
+4. A file that must be rewritten, that drifted, or that the quick judge is
+   unsure of goes to the libcst codemods, on two cores when there are two:
+   once libcst and the codemods are loaded, a forked worker parses and
+   judges a share of the files (split by size) while this process does the
+   rest. Without fork, or with DFLASH2_BACKPORT_JOBS=1, one process does it.
+
+Where the quick judge and a codemod both judged a hunk, they must agree; a
+disagreement is a bug in one of them and stops the command. Where only the
+quick judge ran (nothing to rewrite), its answer stands: the codemods' unit
+tables hold it to their verdicts case by case.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import io
 import os
 import pickle
+import tokenize
 import traceback
 from pathlib import Path
 
+from . import verdict_cache
 from .errors import BackportError
-from .verdicts import EditReport, State
+from .verdicts import Direction, EditReport, HunkVerdict, State
+
+# The codemods live in the repository's top-level transforms/, which the
+# wheel and the editable install map to dflash2_backport.transforms; this is
+# the one place the engine reaches them. A source checkout on sys.path that
+# was never installed has only the top-level package.
+# The quick judge and the codemods are imported from it when first needed,
+# so that a cached answer loads neither.
+try:
+    from .transforms import hunks
+    from . import transforms
+except ModuleNotFoundError as missing:
+    if missing.name != f"{__package__}.transforms":
+        raise
+    import transforms  # type: ignore[no-redef]
+    from transforms import hunks  # type: ignore[no-redef]
+
+CODEMODS_DIRECTORY = Path(transforms.__file__).parent
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,29 +57,154 @@ class FileVerdict:
     path: str
     original: bytes
     edits: list[EditReport]
-    patched: bytes | None  # None when no hunk is pending or bytes were not asked for
+    patched: (
+        bytes | None
+    )  # None when no hunk is to be rewritten or bytes were not asked for
 
 
-def judge(root: Path, want_bytes: bool, direction: str = "apply") -> list[FileVerdict]:
-    """Every target file's verdicts, in the codemods' (upstream) order.
+def judge(
+    root: Path, want_bytes: bool, direction: Direction, use_cache: bool = True
+) -> list[FileVerdict]:
+    """Every target file's verdicts, in upstream order.
 
-    `direction` "revert" runs the codemods' inverses: the verdicts are the
-    same, and the patched bytes are the file with applied hunks undone.
+    Reverting, the verdicts are those of the codemods' inverses and the
+    patched bytes are the file with its applied hunks undone.
     """
-    if _jobs() < 2:
-        return _in_upstream_order(_judge_share(root, want_bytes, direction, 0, 1))
+    paths = list(dict.fromkeys(edit.path for edit in hunks.EDITS))
+    originals = {path: _read(root / path) for path in paths}
+    for path in paths:
+        _check_encoding(root / path, originals[path])
+    codemods = verdict_cache.codemods_digest(CODEMODS_DIRECTORY)
+
+    done: dict[str, FileVerdict] = {}
+    quick: dict[str, dict[str, dict[str, State | None]]] = {}
+    to_rewrite: list[str] = []
+    for path in paths:
+        data = originals[path]
+        edits = (
+            verdict_cache.lookup(codemods, direction, path, data) if use_cache else None
+        )
+        if edits is None and direction is Direction.APPLY:
+            quick[path] = _quick_verdicts(path, data)
+            edits = _sure(path, quick[path])
+            if edits is not None and use_cache:
+                verdict_cache.store(codemods, direction, path, data, edits)
+        if edits is not None and not (
+            want_bytes and any(e.has(direction.rewrites) for e in edits)
+        ):
+            done[path] = FileVerdict(path, data, edits, None)
+        else:
+            to_rewrite.append(path)
+
+    rewrite = {path: originals[path] for path in to_rewrite}
+    for verdict in _with_codemods(root, rewrite, want_bytes, direction):
+        if direction is Direction.APPLY:
+            if verdict.path not in quick:
+                quick[verdict.path] = _quick_verdicts(verdict.path, verdict.original)
+            _agree(root / verdict.path, quick[verdict.path], verdict.edits)
+        if use_cache:
+            verdict_cache.store(
+                codemods, direction, verdict.path, verdict.original, verdict.edits
+            )
+        done[verdict.path] = verdict
+    return [done[path] for path in paths]
+
+
+def _check_encoding(path: Path, data: bytes) -> None:
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as error:
+        if not error.msg.startswith("invalid or missing encoding declaration"):
+            raise BackportError(f"{path}: {error.msg}; fix the file") from None
+        # No cookie, and the first lines are not UTF-8: the decoding below
+        # says where.
+        encoding = "utf-8"
+    try:
+        data.decode(encoding)
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise BackportError(
+            f"{path}: not valid {encoding} (line {line}: byte "
+            f"{data[error.start]:#04x}, {error.reason}); fix the file or declare "
+            "its encoding"
+        ) from None
+
+
+# -- the quick judge --------------------------------------------------------
+
+
+def _quick_verdicts(path: str, data: bytes) -> dict[str, dict[str, State | None]]:
+    """Edit name -> hunk name -> quick verdict (None: unsure); empty when
+    Python cannot parse the file."""
+    quick = importlib.import_module("._quick", transforms.__name__)
+    judged = quick.judge_file(path, data)
+    if judged is None:
+        return {}
+    return {edit.name: verdicts for edit, verdicts in judged.items()}
+
+
+def _sure(
+    path: str, quick: dict[str, dict[str, State | None]]
+) -> list[EditReport] | None:
+    """The file's edit reports when the quick judge is sure of every hunk."""
+    reports = []
+    for edit in (e for e in hunks.EDITS if e.path == path):
+        verdicts = quick.get(edit.name, {})
+        states = [verdicts.get(h.name) for h in edit.hunks]
+        if any(state is None for state in states):
+            return None
+        reports.append(
+            EditReport(
+                edit.name,
+                path,
+                edit.description,
+                tuple(HunkVerdict(h.name, s) for h, s in zip(edit.hunks, states)),
+            )
+        )
+    return reports
+
+
+def _agree(
+    path: Path,
+    quick: dict[str, dict[str, State | None]],
+    edits: list[EditReport],
+) -> None:
+    for edit in edits:
+        for hunk in edit.hunks:
+            known = quick.get(edit.edit, {}).get(hunk.hunk)
+            if known is not None and known is not hunk.state:
+                raise BackportError(
+                    f"{path}: {edit.edit}/{hunk.hunk}: Python's parser judges it "
+                    f"{known}, the codemod {hunk.state}; nothing was written; "
+                    "please report this"
+                )
+
+
+# -- the codemods -----------------------------------------------------------
+
+
+def _with_codemods(
+    root: Path, files: dict[str, bytes], want_bytes: bool, direction: Direction
+) -> list[FileVerdict]:
+    if not files:
+        return []
+    if _jobs() < 2 or len(files) < 2:
+        return _judge_share(root, files, want_bytes, direction, 0, 1)
     # Import before forking: the worker inherits the loaded parser and
     # codemods instead of spending a second core on loading them again.
     import libcst  # noqa: F401
 
-    from . import transforms  # noqa: F401
+    transforms.CODEMODS  # noqa: B018
 
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # the worker
         os.close(read_end)
         try:
-            payload: tuple = ("ok", _judge_share(root, want_bytes, direction, 1, 2))
+            payload: tuple = (
+                "ok",
+                _judge_share(root, files, want_bytes, direction, 1, 2),
+            )
         except BackportError as error:
             payload = ("error", str(error))
         except BaseException:  # noqa: BLE001 - reported by the parent
@@ -58,7 +216,7 @@ def judge(root: Path, want_bytes: bool, direction: str = "apply") -> list[FileVe
             os._exit(0)
     os.close(write_end)
     try:
-        mine = _judge_share(root, want_bytes, direction, 0, 2)
+        mine = _judge_share(root, files, want_bytes, direction, 0, 2)
     finally:
         with os.fdopen(read_end, "rb") as pipe:
             received = pipe.read()
@@ -70,12 +228,7 @@ def judge(root: Path, want_bytes: bool, direction: str = "apply") -> list[FileVe
         raise BackportError(value)
     if kind == "crash":
         raise RuntimeError(f"the worker process failed:\n{value}")
-    return _in_upstream_order(mine + value)
-
-
-def _in_upstream_order(verdicts: list[FileVerdict]) -> list[FileVerdict]:
-    order = {path: index for index, path in enumerate(_files())}
-    return sorted(verdicts, key=lambda verdict: order[verdict.path])
+    return mine + value
 
 
 def _jobs() -> int:
@@ -87,45 +240,31 @@ def _jobs() -> int:
     return min(2, os.cpu_count() or 1)
 
 
-def _files() -> dict[str, list]:
-    from .transforms import CODEMODS
-
-    by_file: dict[str, list] = {}
-    for codemod_class in CODEMODS:
-        by_file.setdefault(codemod_class.PATH, []).append(codemod_class)
-    return by_file
-
-
-def _share(root: Path, files: list[str], index: int, count: int) -> list[str]:
+def _share(files: dict[str, bytes], index: int, count: int) -> list[str]:
     """Files of share `index` of `count`, balanced by size (largest first)."""
     loads = [0] * count
     shares: list[list[str]] = [[] for _ in range(count)]
-
-    def size(path: str) -> int:
-        try:
-            return (root / path).stat().st_size
-        except OSError:
-            return 0
-
-    for path in sorted(files, key=lambda p: (-size(p), p)):
+    for path in sorted(files, key=lambda p: (-len(files[p]), p)):
         lightest = loads.index(min(loads))
         shares[lightest].append(path)
-        loads[lightest] += size(path)
+        loads[lightest] += len(files[path])
     return shares[index]
 
 
 def _judge_share(
-    root: Path, want_bytes: bool, direction: str, index: int, count: int
+    root: Path,
+    files: dict[str, bytes],
+    want_bytes: bool,
+    direction: Direction,
+    index: int,
+    count: int,
 ) -> list[FileVerdict]:
     import libcst as cst
 
-    from .transforms import EditRefused
-
-    by_file = _files()
     verdicts = []
-    for relative in _share(root, list(by_file), index, count):
+    for relative in _share(files, index, count):
         path = root / relative
-        original = _read(path)
+        original = files[relative]
         try:
             tree = cst.parse_module(original)
         except cst.ParserSyntaxError as error:
@@ -134,19 +273,21 @@ def _judge_share(
                 "fix the file first"
             ) from None
         edits = []
-        for codemod_class in by_file[relative]:
-            codemod = codemod_class(revert=direction == "revert")
-            try:
-                tree = codemod.transform_module(tree)
-            except EditRefused:
-                pass
+        for codemod_class in transforms.CODEMODS:
+            if codemod_class.PATH != relative:
+                continue
+            outcome = codemod_class(direction=direction).outcome(tree)
+            if outcome.tree is not None:  # None: drift, in the verdicts
+                tree = outcome.tree
             edits.append(
                 EditReport(
-                    codemod.EDIT, relative, codemod.DESCRIPTION, tuple(codemod.verdicts)
+                    codemod_class.EDIT,
+                    relative,
+                    codemod_class.DESCRIPTION,
+                    outcome.verdicts,
                 )
             )
-        rewritten = State.PENDING if direction == "apply" else State.APPLIED
-        touched = any(h.state is rewritten for e in edits for h in e.hunks)
+        touched = any(e.has(direction.rewrites) for e in edits)
         patched = tree.bytes if touched and want_bytes else None
         verdicts.append(FileVerdict(relative, original, edits, patched))
     return verdicts

@@ -1,24 +1,26 @@
-"""Remembered verdicts, so that `check` on an unchanged tree skips the parser.
+"""Remembered verdicts, per file, so that `check` judges only what changed.
 
-A pre-commit hook runs `check` on every commit, and the seven files rarely
-change between two commits. An entry records the content hash of every file
-the codemods judged and their verdicts; it is used only when every hash still
-matches and the codemods' own source is the same, so a stale answer cannot be
-returned. A cache that cannot be read or written is simply not used.
+A pre-commit hook runs `check` on every commit, and a commit rarely changes
+more than one of the seven files. An entry holds one file's edit reports and
+is named by the hash of everything its verdicts depend on: the file's path
+and content, the direction, and the source of the codemods and of the judge
+that produced them. A changed file, or changed codemods, cannot find a stale
+entry; other trees with the same file share it. A cache that cannot be read
+or written is simply not used. No libcst here: a cached answer is reported
+without loading the parser.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.util
 import json
 import os
 import tempfile
 from pathlib import Path
 
 from . import __version__
-from .verdicts import EditReport
+from .verdicts import Direction, EditReport
 
 
 def _directory() -> Path:
@@ -30,49 +32,49 @@ def _directory() -> Path:
 
 
 @functools.cache
-def _codemods_digest() -> str:
-    # The transforms package's location, found without importing it (which
-    # would load libcst).
-    spec = importlib.util.find_spec("dflash2_backport.transforms")
+def codemods_digest(codemods: Path) -> str:
+    """The tool's version and the source of the codemods (the package at
+    `codemods`) and of the judge that runs them."""
     digest = hashlib.sha256(__version__.encode())
-    assert spec is not None and spec.submodule_search_locations
-    for path in sorted(Path(next(iter(spec.submodule_search_locations))).glob("*.py")):
-        digest.update(path.name.encode())
+    for path in [*sorted(codemods.glob("*.py")), Path(__file__).with_name("judge.py")]:
+        digest.update(path.name.encode() + b"\0")
         digest.update(path.read_bytes())
     return digest.hexdigest()
 
 
-def _entry(root: Path) -> Path:
-    key = hashlib.sha256(f"{root}\0{_codemods_digest()}".encode()).hexdigest()
-    return _directory() / f"{key[:32]}.json"
+def _entry(codemods: str, direction: Direction, path: str, data: bytes) -> Path:
+    key = hashlib.sha256(
+        b"\0".join(
+            [codemods.encode(), direction.value.encode(), path.encode(), data]
+        )
+    ).hexdigest()
+    return _directory() / key[:2] / f"{key[2:34]}.json"
 
 
-def _hash(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def lookup(root: Path) -> list[EditReport] | None:
+def lookup(
+    codemods: str, direction: Direction, path: str, data: bytes
+) -> list[EditReport] | None:
+    """The file's edit reports, if these codemods judged this content before."""
     try:
-        entry = json.loads(_entry(root).read_text())
-        for relative, digest in entry["files"].items():
-            if _hash((root / relative).read_bytes()) != digest:
-                return None
+        entry = json.loads(_entry(codemods, direction, path, data).read_text())
         return [EditReport.from_json(e) for e in entry["edits"]]
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
-def store(root: Path, files: dict[str, bytes], edits: list[EditReport]) -> None:
-    entry = {
-        "files": {relative: _hash(data) for relative, data in files.items()},
-        "edits": [e.to_json() for e in edits],
-    }
-    path = _entry(root)
+def store(
+    codemods: str,
+    direction: Direction,
+    path: str,
+    data: bytes,
+    edits: list[EditReport],
+) -> None:
+    entry = _entry(codemods, direction, path, data)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        descriptor, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        descriptor, temporary = tempfile.mkstemp(dir=entry.parent, suffix=".tmp")
         with os.fdopen(descriptor, "w") as handle:
-            json.dump(entry, handle)
-        os.replace(temporary, path)
+            json.dump({"edits": [e.to_json() for e in edits]}, handle)
+        os.replace(temporary, entry)
     except OSError:
         pass

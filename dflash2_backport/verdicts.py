@@ -10,10 +10,23 @@ import dataclasses
 import enum
 
 
-class State(enum.Enum):
+class State(str, enum.Enum):
+    """Where a hunk stands: the spec's result is there, its anchor is (so the
+    edit is safe), or neither.
+
+    Members are str-valued, so they equal the words the JSON report uses
+    ("applied", "pending", "drift") and print as those words.
+    """
+
     APPLIED = "applied"
     PENDING = "pending"
     DRIFT = "drift"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
 
 
 class Direction(enum.Enum):
@@ -45,12 +58,17 @@ class EditReport:
     hunks: tuple[HunkVerdict, ...]
 
     @property
-    def state(self) -> str:
+    def state(self) -> State:
+        """The edit's state: drift if any hunk drifted, else pending if any
+        hunk is, else applied."""
         states = {h.state for h in self.hunks}
         for state in (State.DRIFT, State.PENDING):
             if state in states:
-                return state.value
-        return State.APPLIED.value
+                return state
+        return State.APPLIED
+
+    def has(self, state: State) -> bool:
+        return any(h.state is state for h in self.hunks)
 
     @property
     def reason(self) -> str:
@@ -61,7 +79,7 @@ class EditReport:
             "edit": self.edit,
             "file": self.path,
             "description": self.description,
-            "state": self.state,
+            "state": self.state.value,
             "reason": self.reason,
             "hunks": [
                 {"hunk": h.hunk, "state": h.state.value, "reason": h.reason}

@@ -311,18 +311,19 @@ def test_cached_check_answers_without_the_parser_and_notices_changes(site: Path)
     probe = (
         "import sys, runpy; sys.argv = ['dflash2-backport', 'check', '--site-packages', sys.argv[1]];\n"
         "try:\n    runpy.run_module('dflash2_backport', run_name='__main__')\n"
-        "except SystemExit as e:\n    print('exit', e.code, 'libcst' in sys.modules)\n"
+        "except SystemExit as e:\n    print('exit', e.code, 'libcst' in sys.modules,\n"
+        "          'dflash2_backport.transforms._quick' in sys.modules)\n"
     )
     def run() -> str:
         return subprocess.run(
             [sys.executable, "-c", probe, str(site)], capture_output=True, text=True, env=env
         ).stdout.splitlines()[-1]
 
-    assert run() == "exit 1 True"  # first look parses
-    assert run() == "exit 1 False"  # same files: answered from the cache
+    assert run() == "exit 1 False True"  # first look parses, with Python's parser
+    assert run() == "exit 1 False False"  # same files: answered from the cache
     path = site / REGISTRY
     path.write_text(path.read_text().replace('"DFlashDraftModel": (', '"DFlashDraftModelX": ('))
-    assert run() == "exit 2 True"  # a changed file is judged again
+    assert run() == "exit 2 True True"  # a changed file is judged again
     assert script.exists()
 
 

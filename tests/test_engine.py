@@ -53,10 +53,10 @@ def test_a_target_that_does_not_parse_is_named_whichever_process_reads_it(
 def test_a_rewrite_that_would_not_parse_is_refused_before_any_write(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from dflash2_backport import judge as judge_module
+    from dflash2_backport import engine
 
     site = make_site("0.27.1", tmp_path / "site")
-    real = judge_module.judge
+    real = engine.judge
 
     def broken_rewrite(*args, **kwargs):
         files = real(*args, **kwargs)
@@ -64,7 +64,7 @@ def test_a_rewrite_that_would_not_parse_is_refused_before_any_write(
         files[0] = type(first)(first.path, first.original, first.edits, b"def broken(:\n")
         return files
 
-    monkeypatch.setattr(judge_module, "judge", broken_rewrite)
+    monkeypatch.setattr(engine, "judge", broken_rewrite)
     before = snapshot(site)
     result = CliRunner().invoke(app, ["apply", "--site-packages", str(site)])
     assert result.exit_code == 2

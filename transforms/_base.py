@@ -1,38 +1,49 @@
-"""What every backport codemod shares: per-hunk verdicts, the refusal they lead
-to, and spec code placed so that it fits the file, and taken out again.
+"""The hunk protocol every backport codemod follows, and spec code placed so
+that it fits the file, and taken out again.
 
-A codemod owns one of the spec's edits in one file. For each of its hunks it
-decides, by meaning and never by text, whether the spec's result is already
-there (applied), whether the spec's anchor is there so the edit is safe
-(pending), or neither (drift). Pending hunks are rewritten; any drift refuses
-the whole edit with every drifted hunk named, and the engine then writes
-nothing anywhere.
+A codemod owns one of the spec's edits in one file, declared in hunks.py:
+each hunk's place, 0.27.1's code there, the backport's, and why. It says
+three things about its hunks:
 
-Built with `revert=True`, a codemod runs the other way: the verdicts are the
-same, and it is the applied hunks that are rewritten, back to 0.27.1's code.
-On a file the forward codemod patched, the result is the original byte for
-byte; on a file patched some other way, it is 0.27.1's code by meaning.
+- `judge`: find each one by structure and decide, by meaning and never by
+  text, whether the backport's code is there (applied), 0.27.1's is so the
+  edit is safe (pending), or neither (drift, with what was expected and what
+  was found);
+- `forward`: rewrite the pending hunks into the backport's code;
+- `backward`: the same rewrite read backwards, for the applied hunks.
+
+The base class runs them: every hunk is judged before anything changes, any
+drift refuses the whole edit (and the engine then writes nothing anywhere),
+and otherwise the hunks that the direction rewrites are rewritten. Reverting
+asks one more question first, `unsafe_to_undo`: whether removing code would
+break other code that now reads it. On a file the forward codemod patched,
+the backward rewrite gives back the original byte for byte; on a file
+patched some other way, 0.27.1's code by meaning.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
-from dataclasses import replace
-from typing import ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import libcst as cst
-from libcst.codemod import Codemod, CodemodContext
 
-from dflash2_backport.verdicts import HunkVerdict, State
+from dflash2_backport.verdicts import Direction, HunkVerdict, State
 
 from ._meaning import same_meaning, where_it_differs
-from ._names import members_named, named
+from ._names import members_named
+from .hunks import Edit
 
 Statement = TypeVar("Statement", bound=cst.BaseStatement)
 
 
 class EditRefused(Exception):
-    """A codemod found drift: the spec's result is absent and so is its anchor."""
+    """A codemod found drift: the spec's result is absent and so is its anchor.
+
+    Raised only by `transform_module`, libcst's interface; the engine reads
+    the same verdicts from `outcome` as values.
+    """
 
     def __init__(self, edit: str, path: str, drifted: list[HunkVerdict]) -> None:
         self.edit = edit
@@ -43,86 +54,151 @@ class EditRefused(Exception):
         )
 
 
-class BackportCodemod(Codemod):
-    """One spec edit as a codemod; subclasses implement `backport`."""
+@dataclasses.dataclass(frozen=True)
+class Judged:
+    """One hunk judged: its state, why it drifted, and what the rewrite needs
+    (the nodes the judgement found there)."""
 
-    #: Edit name as users see it (the spec's edit names).
+    state: State
+    reason: str = ""
+    site: Any = None
+
+
+def applied(site: Any = None) -> Judged:
+    return Judged(State.APPLIED, site=site)
+
+
+def pending(site: Any = None) -> Judged:
+    return Judged(State.PENDING, site=site)
+
+
+def drift(expected: str, found: str) -> Judged:
+    """Drift, in the words users see: what the backport needs, what is there."""
+    return Judged(State.DRIFT, f"expected {expected}, found {found}")
+
+
+Found = TypeVar("Found")
+
+
+def exactly_one(found: Sequence[Found], expected: str) -> Found | Judged:
+    """The one thing found, or the drift of finding none or several.
+
+    `expected` says what was looked for ("one method VllmConfig.__init__").
+    """
+    if len(found) == 1:
+        return found[0]
+    return drift(expected, f"{len(found)} of them" if found else "none")
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """What a codemod made of a module: each hunk's verdict, in the declared
+    order, and the module rewritten (None when a hunk drifted: then nothing
+    is rewritten)."""
+
+    verdicts: tuple[HunkVerdict, ...]
+    tree: cst.Module | None
+
+
+class BackportCodemod:
+    """One spec edit (`SPEC`, declared in hunks.py) as a libcst codemod.
+
+    A subclass says, per hunk, how to judge it (`judge`: where it is and
+    whether it means 0.27.1's code, the backport's, or neither) and how to
+    rewrite it either way (`forward` for pending hunks, `backward` for
+    applied ones, each the other read backwards). The base class refuses on
+    drift, rewrites in the direction asked, and reports the verdicts.
+
+    It has the interface of libcst's `Codemod` (built with an optional
+    `CodemodContext`, run by `transform_module`), so `CodemodTest` drives it,
+    but does not inherit from it: `libcst.codemod` imports `libcst.matchers`,
+    which takes longer to load than a target file takes to parse, on every
+    `apply`. None of the edits needs the context or metadata.
+    """
+
+    SPEC: ClassVar[Edit]
+    #: The declaration's edit name, file and description.
     EDIT: ClassVar[str]
-    #: Target file, relative to the directory that contains `vllm/`.
     PATH: ClassVar[str]
-    #: One line: what the edit achieves.
     DESCRIPTION: ClassVar[str]
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "SPEC" in cls.__dict__:
+            cls.EDIT, cls.PATH = cls.SPEC.name, cls.SPEC.path
+            cls.DESCRIPTION = cls.SPEC.description
+
     def __init__(
-        self, context: CodemodContext | None = None, revert: bool = False
+        self, context: object = None, direction: Direction = Direction.APPLY
     ) -> None:
-        super().__init__(context if context is not None else CodemodContext())
+        self.context = context
+        self.direction = direction
         self.verdicts: list[HunkVerdict] = []
-        #: Rewrite applied hunks back to 0.27.1's code instead of pending ones forward.
-        self.revert = revert
+        #: The module being transformed; inserted code is fitted to it.
+        self.module = cst.Module(body=[])
+
+    def outcome(self, tree: cst.Module) -> Outcome:
+        self.module = tree
+        judged = self.judge(tree)
+        if self.direction is Direction.REVERT:
+            judged.update(
+                self.unsafe_to_undo(
+                    tree, {h: j for h, j in judged.items() if j.state is State.APPLIED}
+                )
+            )
+        names = [h.name for h in self.SPEC.hunks]
+        assert list(judged) == names, (list(judged), names)
+        verdicts = tuple(HunkVerdict(h, j.state, j.reason) for h, j in judged.items())
+        if any(j.state is State.DRIFT for j in judged.values()):
+            return Outcome(verdicts, None)
+        to_rewrite = {
+            h: j.site for h, j in judged.items() if j.state is self.direction.rewrites
+        }
+        if to_rewrite:
+            rewrite = (
+                self.forward if self.direction is Direction.APPLY else self.backward
+            )
+            tree = rewrite(tree, to_rewrite)
+        return Outcome(verdicts, tree)
 
     def transform_module(self, tree: cst.Module) -> cst.Module:
-        # None of the edits needs metadata, and the base class would deep-copy
-        # the whole module into a MetadataWrapper first: on vllm/config/vllm.py
-        # that copy costs more than the edit itself.
-        previous = self.context
-        wrapper = cst.MetadataWrapper(tree, unsafe_skip_copy=True)
-        self.context = replace(previous, wrapper=wrapper)
-        try:
-            return self.transform_module_impl(tree)
-        finally:
-            self.context = previous
-
-    def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        self.verdicts = []
-        result = self.backport(tree)
-        drifted = [v for v in self.verdicts if v.state is State.DRIFT]
-        if drifted:
+        outcome = self.outcome(tree)
+        self.verdicts = list(outcome.verdicts)
+        if outcome.tree is None:
+            drifted = [v for v in outcome.verdicts if v.state is State.DRIFT]
             raise EditRefused(self.EDIT, self.PATH, drifted)
-        return result
+        return outcome.tree
 
-    def backport(self, tree: cst.Module) -> cst.Module:
+    # -- what a subclass declares -------------------------------------------
+
+    def judge(self, tree: cst.Module) -> dict[str, Judged]:
+        """Every hunk of `SPEC`, in its order, judged by meaning."""
         raise NotImplementedError
 
-    # -- verdicts ---------------------------------------------------------
+    def forward(self, tree: cst.Module, sites: dict[str, Any]) -> cst.Module:
+        """`tree` with the pending hunks (by name, with their sites) applied."""
+        raise NotImplementedError
 
-    def applied(self, hunk: str) -> None:
-        self.verdicts.append(HunkVerdict(hunk, State.APPLIED))
+    def backward(self, tree: cst.Module, sites: dict[str, Any]) -> cst.Module:
+        """`tree` with the applied hunks undone: `forward` read backwards."""
+        raise NotImplementedError
 
-    def pending(self, hunk: str) -> None:
-        self.verdicts.append(HunkVerdict(hunk, State.PENDING))
+    def unsafe_to_undo(
+        self, tree: cst.Module, applied: dict[str, Judged]
+    ) -> dict[str, Judged]:
+        """Applied hunks whose undoing would break the module, as drift."""
+        return {}
 
-    def drift(self, hunk: str, expected: str, found: str) -> None:
-        self.verdicts.append(
-            HunkVerdict(hunk, State.DRIFT, f"expected {expected}, found {found}")
-        )
+    # -- judging helpers ----------------------------------------------------
 
-    def drifted(self) -> bool:
-        return any(v.state is State.DRIFT for v in self.verdicts)
-
-    # -- finding targets --------------------------------------------------
-
-    def only_class(
-        self, tree: cst.Module, name: str, hunks: Sequence[str]
-    ) -> cst.ClassDef | None:
-        """The one module-level class `name`; without exactly one, every hunk drifts."""
-        classes = named(tree.body, cst.ClassDef, name)
-        if len(classes) == 1:
-            return classes[0]
-        found = f"{len(classes)} module-level classes of that name"
-        for hunk in hunks:
-            self.drift(hunk, f"one module-level class {name}", found)
-        return None
-
-    def rejects_other_versions(
+    def other_version(
         self,
-        hunk: str,
         existing: Sequence[cst.FunctionDef],
         source: str,
         expected: str,
         remedy: str = "the backport will not overwrite it",
-    ) -> bool:
-        """Drift, and True, if a function the spec adds exists with another meaning.
+    ) -> Judged | None:
+        """Drift if a function the spec adds exists with another meaning.
 
         One with another body is someone else's code: never taken as done,
         never replaced.
@@ -131,25 +207,24 @@ class BackportCodemod(Codemod):
             if not same_meaning(function, source):
                 how = where_it_differs(function, source)
                 name = function.name.value
-                self.drift(hunk, expected, f"a different `{name}` ({how}); {remedy}")
-                return True
-        return False
+                return drift(expected, f"a different `{name}` ({how}); {remedy}")
+        return None
 
     def method_before(
         self,
-        hunk: str,
         cls: cst.ClassDef,
         source: str,
         anchor: str,
         *,
         expected: str,
         remedy: str,
-    ) -> tuple[cst.FunctionDef, cst.FunctionDef] | None:
-        """Judge a method the spec adds; the anchor and the method, if pending.
+    ) -> Judged:
+        """Judge a method the spec adds right before the method `anchor`.
 
         An existing method of that name counts as applied only if it means
         what `source` does; `expected` and `remedy` tell the user what the
-        spec's does and what to do about theirs.
+        spec's does and what to do about theirs. The site: (anchor, new
+        method) when pending, the method when applied.
         """
         new = self.statement(source)
         assert isinstance(new, cst.FunctionDef)
@@ -157,36 +232,17 @@ class BackportCodemod(Codemod):
         where = cls.name.value
         existing = members_named(cls, cst.FunctionDef, name)
         if len(existing) > 1:
-            self.drift(hunk, f"at most one {where}.{name}", f"{len(existing)}")
-            return None
-        if self.rejects_other_versions(hunk, existing, source, expected, remedy):
-            return None
+            return drift(f"at most one {where}.{name}", f"{len(existing)}")
+        refused = self.other_version(existing, source, expected, remedy)
+        if refused is not None:
+            return refused
         if existing:
-            self.applied(hunk)
-            return None
-        anchors = members_named(cls, cst.FunctionDef, anchor)
-        if len(anchors) != 1:
-            self.drift(
-                hunk,
-                f"one method {where}.{anchor} to add {name} before",
-                f"{len(anchors)}",
-            )
-            return None
-        self.pending(hunk)
-        return anchors[0], new
-
-    def applied_method(
-        self, hunk: str, cls: cst.ClassDef, name: str
-    ) -> cst.FunctionDef | None:
-        """The method `name` of `cls`, if `method_before` judged `hunk` applied.
-
-        That verdict means `cls` has exactly one method of that name, and it
-        means what the spec's does.
-        """
-        if not any(v.hunk == hunk and v.state is State.APPLIED for v in self.verdicts):
-            return None
-        (method,) = members_named(cls, cst.FunctionDef, name)
-        return method
+            return applied(existing[0])
+        found = exactly_one(
+            members_named(cls, cst.FunctionDef, anchor),
+            f"one method {where}.{anchor} to add {name} before",
+        )
+        return found if isinstance(found, Judged) else pending((found, new))
 
     # -- code generation --------------------------------------------------
 

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import ast
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 
 import libcst as cst
-import libcst.matchers as m
 
 _EMPTY = cst.Module(body=[])
 
@@ -82,20 +81,67 @@ def string_value(node: cst.CSTNode) -> str | None:
 
 # -- where a function departs from the spec's -------------------------------
 
-# What Python's parser takes as a docstring: a plain (not f-) string.
-_DOCSTRING = m.Expr(value=m.SimpleString() | m.ConcatenatedString())
+
+def _is_docstring(small: cst.BaseSmallStatement) -> bool:
+    # What Python's parser takes as a docstring: a plain (not f-) string.
+    return isinstance(small, cst.Expr) and isinstance(
+        small.value, cst.SimpleString | cst.ConcatenatedString
+    )
 
 
 def opens_with_docstring(statement: cst.CSTNode) -> bool:
     """Whether the line starts with a docstring, alone or before `; more`."""
-    return m.matches(
-        statement, m.SimpleStatementLine(body=[_DOCSTRING, m.ZeroOrMore()])
+    return (
+        isinstance(statement, cst.SimpleStatementLine)
+        and bool(statement.body)
+        and _is_docstring(statement.body[0])
     )
 
 
 def is_docstring(statement: cst.CSTNode) -> bool:
     """Whether the line is a docstring and nothing else."""
-    return m.matches(statement, m.SimpleStatementLine(body=[_DOCSTRING]))
+    return opens_with_docstring(statement) and len(statement.body) == 1  # type: ignore[attr-defined]
+
+
+# libcst.matchers would say these in a pattern, but it costs more to import
+# than parsing a file: the helpers below keep it off every command's path.
+
+
+def find_all(
+    node: cst.CSTNode, test: Callable[[cst.CSTNode], bool]
+) -> list[cst.CSTNode]:
+    """The nodes of the subtree, `node` included, that pass `test`, in
+    document order."""
+    found: list[cst.CSTNode] = []
+
+    class Collect(cst.CSTVisitor):
+        def on_visit(self, inner: cst.CSTNode) -> bool:
+            if test(inner):
+                found.append(inner)
+            return True
+
+    node.visit(Collect())
+    return found
+
+
+def is_attribute(node: cst.CSTNode, owner: str, name: str) -> bool:
+    """Whether `node` is `owner.name`, e.g. `self.layers`."""
+    return (
+        isinstance(node, cst.Attribute)
+        and isinstance(node.value, cst.Name)
+        and node.value.value == owner
+        and node.attr.value == name
+    )
+
+
+def dotted(node: cst.CSTNode | None) -> str | None:
+    """`a.b.c` for a name or attribute chain; None for anything else."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        owner = dotted(node.value)
+        return None if owner is None else f"{owner}.{node.attr.value}"
+    return None
 
 
 def statements_of(block: cst.BaseSuite) -> list[cst.BaseStatement]:

@@ -12,11 +12,9 @@ from collections.abc import Sequence
 from typing import TypeVar
 
 import libcst as cst
-import libcst.matchers as m
-from libcst.helpers import get_full_name_for_node
 from libcst.metadata import GlobalScope, MetadataWrapper, ScopeProvider
 
-from ._meaning import describe, statements_of
+from ._meaning import describe, dotted, statements_of
 
 DEFINED_HERE = ""
 #: The key under which a star import's module is recorded: it may bind anything.
@@ -86,9 +84,9 @@ def _small_bindings(small: cst.BaseSmallStatement) -> list[tuple[str, str]]:
     if isinstance(small, cst.Import):
         bound = []
         for alias in small.names:
-            full = get_full_name_for_node(alias.name) or ""
+            full = dotted(alias.name) or ""
             if alias.asname is not None:
-                bound.append((get_full_name_for_node(alias.asname.name) or "", full))
+                bound.append((dotted(alias.asname.name) or "", full))
             else:
                 head = full.split(".")[0]
                 bound.append((head, head))
@@ -96,16 +94,16 @@ def _small_bindings(small: cst.BaseSmallStatement) -> list[tuple[str, str]]:
     if isinstance(small, cst.ImportFrom):
         module = "." * len(small.relative)
         if small.module is not None:
-            module += get_full_name_for_node(small.module) or ""
+            module += dotted(small.module) or ""
         if isinstance(small.names, cst.ImportStar):
             return [(STAR, module)]
         bound = []
         for alias in small.names:
-            name = get_full_name_for_node(alias.name) or ""
+            name = dotted(alias.name) or ""
             as_name = alias.asname.name if alias.asname is not None else None
             bound.append(
                 (
-                    get_full_name_for_node(as_name) if as_name else name,
+                    dotted(as_name) if as_name else name,
                     f"{module}.{name}",
                 )
             )
@@ -131,7 +129,10 @@ def origin_words(origin: str) -> str:
 def class_bindings(cls: cst.ClassDef, name: str) -> list[cst.CSTNode]:
     """Class-body statements that bind `name`: assignments, methods, classes."""
     body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
-    target = m.Name(name)
+
+    def binds(target: cst.BaseExpression) -> bool:
+        return isinstance(target, cst.Name) and target.value == name
+
     found: list[cst.CSTNode] = []
     for statement in body:
         if isinstance(statement, cst.FunctionDef | cst.ClassDef):
@@ -141,13 +142,11 @@ def class_bindings(cls: cst.ClassDef, name: str) -> list[cst.CSTNode]:
             found.extend(
                 small
                 for small in statement.body
-                if m.matches(
-                    small,
-                    m.Assign(
-                        targets=[m.ZeroOrMore(), m.AssignTarget(target), m.ZeroOrMore()]
-                    ),
+                if (
+                    isinstance(small, cst.Assign)
+                    and any(binds(t.target) for t in small.targets)
                 )
-                or m.matches(small, m.AnnAssign(target=target))
+                or (isinstance(small, cst.AnnAssign) and binds(small.target))
             )
     return found
 

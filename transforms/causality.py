@@ -32,44 +32,32 @@ docstring and raw `return override` back; every other line stays as written.
 from __future__ import annotations
 
 import libcst as cst
-import libcst.matchers as m
 
-from ._base import BackportCodemod, replaced
+from ._base import (
+    BackportCodemod,
+    Judged,
+    applied,
+    drift,
+    exactly_one,
+    pending,
+    replaced,
+)
 from ._meaning import (
     code_statements,
+    find_all,
     function_of,
-    opens_with_docstring,
     meaning,
+    opens_with_docstring,
     same_meaning,
     signature_difference,
     statements_difference,
 )
 from ._names import named
+from .hunks import CAUSAL_FUNCTION as FUNCTION
+from .hunks import CAUSALITY
 
-FUNCTION = "_dflash_layer_causal"
-
-OLD_FUNCTION = '''\
-def _dflash_layer_causal(config: Qwen3Config, layer_idx: int) -> bool:
-    """``dflash_config.causal`` overrides all layers; else only SWA layers causal."""
-    override = (getattr(config, "dflash_config", None) or {}).get("causal")
-    if override is not None:
-        return override
-    layer_types = getattr(config, "layer_types", None)
-    return bool(layer_types) and layer_types[layer_idx] == _SLIDING_ATTENTION
-'''
-
-NEW_FUNCTION = '''\
-def _dflash_layer_causal(config: Qwen3Config, layer_idx: int) -> bool:
-    """Resolve explicit causality before falling back to legacy layer defaults."""
-    is_causal = getattr(config, "is_causal", None)
-    if is_causal is not None:
-        return bool(is_causal)
-    override = (getattr(config, "dflash_config", None) or {}).get("causal")
-    if override is not None:
-        return bool(override)
-    layer_types = getattr(config, "layer_types", None)
-    return bool(layer_types) and layer_types[layer_idx] == _SLIDING_ATTENTION
-'''
+(HUNK,) = CAUSALITY.hunks
+OLD_FUNCTION, NEW_FUNCTION = HUNK.before, HUNK.after
 
 # What the edit writes in front of the override: the new docstring and the
 # `is_causal` check, exactly as in NEW_FUNCTION.
@@ -120,43 +108,34 @@ def _difference(found: cst.FunctionDef) -> str:
 
 
 class Causality(BackportCodemod):
-    EDIT = "causality"
-    PATH = "vllm/model_executor/models/qwen3_dflash.py"
-    DESCRIPTION = (
-        "_dflash_layer_causal honours a top-level is_causal before "
-        "dflash_config.causal and the layer-type fallback"
-    )
+    SPEC = CAUSALITY
 
-    def backport(self, tree: cst.Module) -> cst.Module:
-        hunk = "is_causal first"
-        found = named(tree.body, cst.FunctionDef, FUNCTION)
-        if len(found) != 1:
-            self.drift(
-                hunk,
-                f"one module-level function {FUNCTION}(config, layer_idx)",
-                f"{len(found)} of them" if found else "none",
-            )
-            return tree
-        (function,) = found
-
-        found_meaning = meaning(function)
-        if found_meaning == meaning(NEW_FUNCTION):
-            self.applied(hunk)
-            if self.revert:
-                return self._with_body(tree, function, self._reverted_body(function))
-            return tree
-        if found_meaning != meaning(OLD_FUNCTION):
-            self.drift(
-                hunk,
+    def judge(self, tree: cst.Module) -> dict[str, Judged]:
+        function = exactly_one(
+            named(tree.body, cst.FunctionDef, FUNCTION),
+            f"one module-level function {FUNCTION}(config, layer_idx)",
+        )
+        if isinstance(function, Judged):
+            return {HUNK.name: function}
+        found = meaning(function)
+        if found == meaning(NEW_FUNCTION):
+            return {HUNK.name: applied(function)}
+        if found == meaning(OLD_FUNCTION):
+            return {HUNK.name: pending(function)}
+        return {
+            HUNK.name: drift(
                 f"{FUNCTION} as in 0.27.1 or as the causality edit leaves it",
                 _difference(function),
             )
-            return tree
+        }
 
-        self.pending(hunk)
-        if self.revert:
-            return tree
+    def forward(self, tree: cst.Module, sites: dict) -> cst.Module:
+        function = sites[HUNK.name]
         return self._with_body(tree, function, self._edited_body(function))
+
+    def backward(self, tree: cst.Module, sites: dict) -> cst.Module:
+        function = sites[HUNK.name]
+        return self._with_body(tree, function, self._reverted_body(function))
 
     @staticmethod
     def _with_body(
@@ -185,7 +164,7 @@ class Causality(BackportCodemod):
         # fallback; only its returned value changes, so comments in it survive.
         index = next(i for i, s in enumerate(body) if isinstance(s, cst.If))
         override = body[index]
-        (result,) = m.findall(override.body, m.Return())
+        (result,) = find_all(override.body, lambda n: isinstance(n, cst.Return))
         assert isinstance(result, cst.Return)
         body[index] = override.deep_replace(
             result,
@@ -220,7 +199,7 @@ class Causality(BackportCodemod):
         # The override's `if` gets its raw value back, in the parentheses the
         # `bool(...)` stood in; comments in it survive.
         override = kept[override_at]
-        (result,) = m.findall(override.body, m.Return())
+        (result,) = find_all(override.body, lambda n: isinstance(n, cst.Return))
         assert isinstance(result, cst.Return) and result.value is not None
         raw = cst.parse_expression(
             OLD_OVERRIDE_RESULT, config=self.module.config_for_parsing

@@ -39,186 +39,163 @@ class, the member after it taking back the blank lines that set it apart.
 
 from __future__ import annotations
 
+import dataclasses
+
 import libcst as cst
-import libcst.matchers as m
 
-from ._base import BackportCodemod, edited_class, with_block
-from ._meaning import code_of, describe, same_meaning
-from ._names import members_named
+from ._base import (
+    BackportCodemod,
+    Judged,
+    applied,
+    drift,
+    edited_class,
+    exactly_one,
+    pending,
+    with_block,
+)
+from ._meaning import code_of, describe, find_all, is_attribute, same_meaning
+from ._names import members_named, named
+from .hunks import (
+    ALLOCATING_METHOD,
+    DRAFT_LOGIT_CACHE,
+    FULL_ALLOCATION,
+    HOOK,
+    SPEC_LOOKUP,
+    SPECULATOR,
+)
+from .hunks import HOOK_ANCHOR_METHOD as ANCHOR_METHOD
 
-SPECULATOR = "DraftModelSpeculator"
-ALLOCATING_METHOD = "__init__"
-ANCHOR_METHOD = "_validate_local_argmax_reduction"
-HOOK = "draft_logits_spec"
+BUFFER, HOOK_METHOD = DRAFT_LOGIT_CACHE.hunks
+ZEROS_ALLOCATION = BUFFER.before
 
-ZEROS_ALLOCATION = """
-self.draft_logits = torch.zeros(
-    self.max_num_reqs,
-    self.num_speculative_steps,
-    self.vocab_size,
-    dtype=torch.float32,
-    device=device,
-)
-"""
-SPEC_LOOKUP = f"dtype, fill = self.{HOOK}(vllm_config)\n"
-FULL_ALLOCATION = """\
-self.draft_logits = torch.full(
-    (
-        self.max_num_reqs,
-        self.num_speculative_steps,
-        self.vocab_size,
-    ),
-    fill,
-    dtype=dtype,
-    device=device,
-)
-"""
-# Docstring lines after the first are string content, not indentation: they
-# are written here as they must read inside the class.
-HOOK_SOURCE = (
-    f"def {HOOK}(self, vllm_config: VllmConfig) -> tuple[torch.dtype, float]:\n"
-    '    """Dtype and fill for the cached proposal distribution.\n'
-    "\n"
-    "        Speculators that write only a subset of columns each step override this.\n"
-    '        """\n'
-    "    return torch.float32, 0.0\n"
-)
 
-_DRAFT_LOGITS_ASSIGNMENT = m.SimpleStatementLine(
-    body=[
-        m.Assign(
-            targets=[
-                m.AssignTarget(
-                    target=m.Attribute(
-                        value=m.Name("self"), attr=m.Name("draft_logits")
-                    )
-                )
-            ]
-        )
-    ]
-)
+def _assigns_draft_logits(node: cst.CSTNode) -> bool:
+    """A line that is `self.draft_logits = ...` and nothing else."""
+    if not isinstance(node, cst.SimpleStatementLine) or len(node.body) != 1:
+        return False
+    (small,) = node.body
+    return (
+        isinstance(small, cst.Assign)
+        and len(small.targets) == 1
+        and is_attribute(small.targets[0].target, "self", "draft_logits")
+    )
 
 
 class DraftLogitCache(BackportCodemod):
-    EDIT = "draft-logit-cache"
-    PATH = "vllm/v1/worker/gpu/spec_decode/speculator.py"
-    DESCRIPTION = "the cached proposal distribution is shaped by draft_logits_spec"
+    SPEC = DRAFT_LOGIT_CACHE
 
-    BUFFER_HUNK = "cached proposal distribution is speculator-shaped"
-    HOOK_HUNK = "draft_logits_spec default"
-
-    def backport(self, tree: cst.Module) -> cst.Module:
-        cls = self.only_class(tree, SPECULATOR, (self.BUFFER_HUNK, self.HOOK_HUNK))
-        if cls is None:
-            return tree
-        # Both hunks are judged before anything changes, so that every drift
-        # is reported and a drift in one leaves the other unwritten.
-        buffer = self._buffer(cls)
+    def judge(self, tree: cst.Module) -> dict[str, Judged]:
+        cls = exactly_one(
+            named(tree.body, cst.ClassDef, SPECULATOR),
+            f"one module-level class {SPECULATOR}",
+        )
+        if isinstance(cls, Judged):
+            return {BUFFER.name: cls, HOOK_METHOD.name: cls}
         hook = self.method_before(
-            self.HOOK_HUNK,
             cls,
-            HOOK_SOURCE,
+            HOOK_METHOD.after,
             ANCHOR_METHOD,
             expected=f"{SPECULATOR}.{HOOK}(self, vllm_config) to return "
             "torch.float32, 0.0 (0.27.1 caches float32 draft logits)",
             remedy="make it return torch.float32, 0.0 or remove it",
         )
-        if self.drifted():
-            return tree
-        if self.revert:
-            added = self.applied_method(self.HOOK_HUNK, cls, HOOK)
-            return edited_class(tree, cls, swap=buffer, remove=added)
-        return edited_class(tree, cls, swap=buffer, insert=hook)
+        # Each site carries the class: both hunks rewrite it, in one go.
+        return {
+            BUFFER.name: self._buffer(cls),
+            HOOK_METHOD.name: dataclasses.replace(hook, site=(cls, hook.site)),
+        }
 
-    def _buffer(
-        self, cls: cst.ClassDef
-    ) -> tuple[cst.FunctionDef, cst.FunctionDef] | None:
-        """The `__init__` to swap in, if the allocation is pending (or,
-        reverting, applied)."""
-        hunk = self.BUFFER_HUNK
+    def forward(self, tree: cst.Module, sites: dict) -> cst.Module:
+        cls = swap = insert = None
+        if BUFFER.name in sites:
+            cls, method, block, index = sites[BUFFER.name]
+            statements = list(block.body)
+            allocation = statements[index]
+            lookup, full = self.statements(SPEC_LOOKUP + FULL_ALLOCATION)
+            assert isinstance(full, cst.SimpleStatementLine)
+            # Comments above the allocation now introduce the pair; one at the
+            # end of its line stays at the end of the allocation.
+            statements[index : index + 1] = [
+                lookup.with_changes(leading_lines=allocation.leading_lines),
+                full.with_changes(trailing_whitespace=allocation.trailing_whitespace),
+            ]
+            swap = method, with_block(method, block, statements)
+        if HOOK_METHOD.name in sites:
+            cls, insert = sites[HOOK_METHOD.name]
+        assert cls is not None
+        return edited_class(tree, cls, swap=swap, insert=insert)
+
+    def backward(self, tree: cst.Module, sites: dict) -> cst.Module:
+        cls = swap = method_added = None
+        if BUFFER.name in sites:
+            cls, method, block, index = sites[BUFFER.name]
+            statements = list(block.body)
+            lookup, allocation = statements[index - 1 : index + 1]
+            (zeros,) = self.statements(ZEROS_ALLOCATION)
+            # The forward split, undone: comments above the pair or between
+            # its lines introduce the allocation again; one at the end of the
+            # allocation stays there, one at the end of the lookup goes with it.
+            statements[index - 1 : index + 1] = [
+                zeros.with_changes(
+                    leading_lines=[*lookup.leading_lines, *allocation.leading_lines],
+                    trailing_whitespace=allocation.trailing_whitespace,
+                )
+            ]
+            swap = method, with_block(method, block, statements)
+        if HOOK_METHOD.name in sites:
+            cls, method_added = sites[HOOK_METHOD.name]
+        assert cls is not None
+        return edited_class(tree, cls, swap=swap, remove=method_added)
+
+    def _buffer(self, cls: cst.ClassDef) -> Judged:
+        """The allocation of the cached proposal; the site is the class,
+        `__init__`, the block that allocates and the allocation's index."""
         where = f"{SPECULATOR}.{ALLOCATING_METHOD}"
-        methods = members_named(cls, cst.FunctionDef, ALLOCATING_METHOD)
-        if len(methods) != 1:
-            self.drift(hunk, f"one {where}", f"{len(methods)}")
-            return None
-        (method,) = methods
-        assignments = m.findall(method, _DRAFT_LOGITS_ASSIGNMENT)
-        if len(assignments) != 1:
-            self.drift(
-                hunk,
-                f"one assignment of self.draft_logits in {where} (the "
-                "probabilistic-sampling buffer)",
-                f"{len(assignments)}",
-            )
-            return None
-        (allocation,) = assignments
+        method = exactly_one(
+            members_named(cls, cst.FunctionDef, ALLOCATING_METHOD), f"one {where}"
+        )
+        if isinstance(method, Judged):
+            return method
+        allocation = exactly_one(
+            find_all(method, _assigns_draft_logits),
+            f"one assignment of self.draft_logits in {where} (the "
+            "probabilistic-sampling buffer)",
+        )
+        if isinstance(allocation, Judged):
+            return allocation
         assert isinstance(allocation, cst.SimpleStatementLine)
         block = self._block_of(method, allocation)
         statements = list(block.body)
         index = next(i for i, s in enumerate(statements) if s is allocation)
         looked_up = index > 0 and same_meaning(statements[index - 1], SPEC_LOOKUP)
+        site = (cls, method, block, index)
 
         if same_meaning(allocation, FULL_ALLOCATION):
             if looked_up:
-                self.applied(hunk)
-                if self.revert:
-                    lookup = statements[index - 1]
-                    (zeros,) = self.statements(ZEROS_ALLOCATION)
-                    # The split below, undone: comments above the pair or
-                    # between its lines introduce the allocation again; one at
-                    # the end of the allocation stays there, one at the end of
-                    # the lookup goes with it.
-                    statements[index - 1 : index + 1] = [
-                        zeros.with_changes(
-                            leading_lines=[
-                                *lookup.leading_lines,
-                                *allocation.leading_lines,
-                            ],
-                            trailing_whitespace=allocation.trailing_whitespace,
-                        )
-                    ]
-                    return method, with_block(method, block, statements)
-            else:
-                self.drift(
-                    hunk,
-                    f"`{SPEC_LOOKUP.strip()}` right before the torch.full "
-                    "allocation of self.draft_logits",
-                    "the allocation without it",
-                )
-            return None
+                return applied(site)
+            return drift(
+                f"`{SPEC_LOOKUP.strip()}` right before the torch.full "
+                "allocation of self.draft_logits",
+                "the allocation without it",
+            )
         if not same_meaning(allocation, ZEROS_ALLOCATION) or looked_up:
-            self.drift(
-                hunk,
+            return drift(
                 "self.draft_logits allocated as torch.zeros(max_num_reqs, "
                 "num_speculative_steps, vocab_size, dtype=torch.float32, "
                 f"device=device) in {where}, as in vLLM 0.27.1",
                 _how_allocation_differs(allocation)
                 + (f", after `{SPEC_LOOKUP.strip()}`" if looked_up else ""),
             )
-            return None
-
-        self.pending(hunk)
-        if self.revert:
-            return None
-        lookup, full = self.statements(SPEC_LOOKUP + FULL_ALLOCATION)
-        assert isinstance(full, cst.SimpleStatementLine)
-        # Comments above the allocation now introduce the pair; one at the end
-        # of its line stays at the end of the allocation.
-        statements[index : index + 1] = [
-            lookup.with_changes(leading_lines=allocation.leading_lines),
-            full.with_changes(trailing_whitespace=allocation.trailing_whitespace),
-        ]
-        return method, with_block(method, block, statements)
+        return pending(site)
 
     @staticmethod
     def _block_of(
         method: cst.FunctionDef, statement: cst.BaseStatement
     ) -> cst.IndentedBlock:
-        blocks = m.findall(
+        blocks = find_all(
             method,
-            m.IndentedBlock(
-                body=m.MatchIfTrue(lambda body: any(s is statement for s in body))
-            ),
+            lambda n: isinstance(n, cst.IndentedBlock)
+            and any(s is statement for s in n.body),
         )
         (block,) = blocks
         assert isinstance(block, cst.IndentedBlock)

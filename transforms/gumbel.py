@@ -32,85 +32,49 @@ does), that is drift: removing it would break the module.
 from __future__ import annotations
 
 import libcst as cst
-import libcst.matchers as m
 
-from ._base import BackportCodemod, insert_before, removed
-from ._names import Reads, module_bindings, named
-
-NAME = "gumbel_noised_argmax"
-ANCHOR = "gumbel_block_argmax"
-#: Module-level names the new function's body reads.
-NEEDS = ("tl", "tldevice", "triton", "tl_rand32", "tl_rand64")
-
-GUMBEL_NOISED_ARGMAX = '''\
-@triton.jit
-def gumbel_noised_argmax(
-    logits,
-    keys,
-    mask,
-    seed,
-    pos,
-    temp,
-    USE_FP64: tl.constexpr,
-    APPLY_TEMPERATURE: tl.constexpr = True,
-):
-    """Argmax of logits under Gumbel-max sampling, or plain argmax at temp 0.
-
-    `keys` indexes the noise, so the same token draws the same noise wherever it
-    appears; `pos` and `seed` place the draw in the request's stream, which is
-    what lets a draft and its verification agree.
-    """
-    if temp != 0.0 and APPLY_TEMPERATURE:
-        # Match the behavior of _temperature_kernel: if that kernel uses
-        # tl.div_rn, this must too.
-        logits = logits / temp
-
-    if USE_FP64:
-        logits = logits.to(tl.float64)
-    if temp != 0.0:
-        gumbel_seed = tl.randint(seed, pos)
-        if USE_FP64:
-            u = tl_rand64(gumbel_seed, keys, includes_zero=False)
-            gumbel_noise = -tl.log(-tl.log(u))
-        else:
-            u = tl_rand32(gumbel_seed, keys, includes_zero=False)
-            # log1p keeps the winning tail at u -> 0, where fp32 resolves it.
-            gumbel_noise = -tl.log(-tldevice.log1p(-u))
-        logits = tl.where(mask, logits + gumbel_noise, float("-inf"))
-
-    return tl.max(logits, axis=0, return_indices=True)
-'''
-
-_TRITON_JIT = m.Attribute(value=m.Name("triton"), attr=m.Name("jit"))
-# `@triton.jit(...)` with options is just as much a Triton function.
-_JITTED = m.FunctionDef(
-    decorators=[
-        m.ZeroOrMore(),
-        m.Decorator(decorator=_TRITON_JIT | m.Call(func=_TRITON_JIT)),
-        m.ZeroOrMore(),
-    ]
+from ._base import (
+    BackportCodemod,
+    Judged,
+    applied,
+    drift,
+    insert_before,
+    pending,
+    removed,
 )
+from ._meaning import is_attribute
+from ._names import Reads, module_bindings, named
+from .hunks import GUMBEL
+from .hunks import GUMBEL_ANCHOR as ANCHOR
+from .hunks import GUMBEL_NAME as NAME
+from .hunks import GUMBEL_NEEDS as NEEDS
+
+(HUNK,) = GUMBEL.hunks
+
+
+def _jitted(function: cst.FunctionDef) -> bool:
+    # `@triton.jit(...)` with options is just as much a Triton function.
+    return any(
+        is_attribute(d.decorator, "triton", "jit")
+        or (
+            isinstance(d.decorator, cst.Call)
+            and is_attribute(d.decorator.func, "triton", "jit")
+        )
+        for d in function.decorators
+    )
 
 
 class GumbelNoisedArgmax(BackportCodemod):
-    EDIT = "gumbel"
-    PATH = "vllm/v1/worker/gpu/sample/gumbel.py"
-    DESCRIPTION = (
-        "gumbel_noised_argmax: the Gumbel-max draw as a Triton function a "
-        "draft walk can share with verification"
-    )
+    SPEC = GUMBEL
 
-    def backport(self, tree: cst.Module) -> cst.Module:
-        hunk = NAME
+    def judge(self, tree: cst.Module) -> dict[str, Judged]:
         existing = named(tree.body, cst.FunctionDef, NAME)
         expected = f"`{NAME}` as the spec writes it"
-        if self.rejects_other_versions(hunk, existing, GUMBEL_NOISED_ARGMAX, expected):
-            return tree
+        refused = self.other_version(existing, HUNK.after, expected)
+        if refused is not None:
+            return {HUNK.name: refused}
         if existing:
-            if self.revert:
-                return self._undo(tree, existing)
-            self.applied(hunk)
-            return tree
+            return {HUNK.name: applied(existing)}
 
         anchors = named(tree.body, cst.FunctionDef, ANCHOR)
         problems = []
@@ -121,7 +85,7 @@ class GumbelNoisedArgmax(BackportCodemod):
             )
         elif len(anchors) > 1:
             problems.append(f"{len(anchors)} module-level `{ANCHOR}` definitions")
-        elif not m.matches(anchors[0], _JITTED):
+        elif not _jitted(anchors[0]):
             problems.append(f"`{ANCHOR}` without `@triton.jit`")
         bindings = module_bindings(tree.body)
         missing = [name for name in NEEDS if name not in bindings]
@@ -132,36 +96,38 @@ class GumbelNoisedArgmax(BackportCodemod):
                 f"`{NAME}` uses " + ("it" if len(missing) == 1 else "them")
             )
         if problems:
-            self.drift(
-                hunk,
-                f"a module-level `@triton.jit def {ANCHOR}` to insert before, "
-                "and module-level " + ", ".join(f"`{n}`" for n in NEEDS),
-                "; ".join(problems),
-            )
-            return tree
+            return {
+                HUNK.name: drift(
+                    f"a module-level `@triton.jit def {ANCHOR}` to insert before, "
+                    "and module-level " + ", ".join(f"`{n}`" for n in NEEDS),
+                    "; ".join(problems),
+                )
+            }
+        return {HUNK.name: pending(anchors[0])}
 
-        self.pending(hunk)
-        if self.revert:
-            return tree
-        (anchor,) = anchors
-        new = self.statement(GUMBEL_NOISED_ARGMAX)
-        return tree.with_changes(
-            body=insert_before(tree.body, anchor, [new], blank_lines=2)
-        )
-
-    def _undo(self, tree: cst.Module, functions: list[cst.FunctionDef]) -> cst.Module:
-        """The module without the function, as before `insert_before` put it
-        there; refused if other module code reads the name."""
-        hunk = NAME
-        callers = Reads(tree).elsewhere(NAME, leaving=functions)
-        if callers:
-            self.drift(
-                hunk,
+    def unsafe_to_undo(
+        self, tree: cst.Module, applied: dict[str, Judged]
+    ) -> dict[str, Judged]:
+        """Other module code that calls the function would break without it."""
+        if HUNK.name not in applied:
+            return {}
+        callers = Reads(tree).elsewhere(NAME, leaving=applied[HUNK.name].site)
+        if not callers:
+            return {}
+        return {
+            HUNK.name: drift(
                 f"`{NAME}` called by nothing else in the module, so that it can go",
                 f"it called by {', '.join(callers)} (removing it would break "
                 + ("it" if len(callers) == 1 else "them")
                 + ")",
             )
-            return tree
-        self.applied(hunk)
-        return tree.with_changes(body=removed(tree.body, functions))
+        }
+
+    def forward(self, tree: cst.Module, sites: dict) -> cst.Module:
+        new = self.statement(HUNK.after)
+        body = insert_before(tree.body, sites[HUNK.name], [new], blank_lines=2)
+        return tree.with_changes(body=body)
+
+    def backward(self, tree: cst.Module, sites: dict) -> cst.Module:
+        # What followed the function takes back the blank lines it took.
+        return tree.with_changes(body=removed(tree.body, sites[HUNK.name]))

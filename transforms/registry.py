@@ -16,37 +16,34 @@ entry that maps it elsewhere is a conflict, not "done".
 from __future__ import annotations
 
 import libcst as cst
-import libcst.matchers as m
 
-from ._base import BackportCodemod
+from ._base import BackportCodemod, Judged, applied, drift, exactly_one, pending
 from ._meaning import describe, same_meaning, string_value
-
-ANCHOR_KEY = "DFlashDraftModel"
-ANCHOR_VALUE = '("qwen3_dflash", "DFlashQwen3ForCausalLM")'
-ENTRY_KEY = "DFlash2DraftModel"
-ENTRY_VALUE = '("qwen3_dflash2", "DFlash2Qwen3ForCausalLM")'
-
-
-def _entry(key: str) -> m.DictElement:
-    return m.DictElement(key=m.MatchIfTrue(lambda k: string_value(k) == key))
-
-
-_TABLE_WITH_ANCHOR = m.Dict(
-    elements=[m.ZeroOrMore(), _entry(ANCHOR_KEY), m.ZeroOrMore()]
+from .hunks import (
+    ANCHOR_KEY,
+    ANCHOR_VALUE,
+    ENTRY_KEY,
+    ENTRY_VALUE,
+    REGISTRY,
 )
-_ASSIGNED_DICT = m.SimpleStatementLine(
-    body=[m.OneOf(m.Assign(value=m.Dict()), m.AnnAssign(value=m.Dict()))]
-)
+
+(HUNK,) = REGISTRY.hunks
+
+
+def _is_entry(element: cst.BaseDictElement, key: str) -> bool:
+    return isinstance(element, cst.DictElement) and string_value(element.key) == key
 
 
 def _module_level_tables(tree: cst.Module) -> list[tuple[cst.BaseStatement, cst.Dict]]:
     """Each module-level `NAME = {...}` statement with its dict literal."""
     tables = []
     for statement in tree.body:
-        if m.matches(statement, _ASSIGNED_DICT):
-            assert isinstance(statement, cst.SimpleStatementLine)
-            value = statement.body[0].value  # type: ignore[attr-defined]
-            tables.append((statement, value))
+        if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
+            (small,) = statement.body
+            if isinstance(small, cst.Assign | cst.AnnAssign) and isinstance(
+                small.value, cst.Dict
+            ):
+                tables.append((statement, small.value))
     return tables
 
 
@@ -83,69 +80,67 @@ def _without_entry(table: cst.Dict) -> list[cst.BaseDictElement]:
 
 
 class RegistryEntry(BackportCodemod):
-    EDIT = "registry"
-    PATH = "vllm/model_executor/models/registry.py"
-    DESCRIPTION = "DFlash2DraftModel resolves to qwen3_dflash2.DFlash2Qwen3ForCausalLM"
+    SPEC = REGISTRY
 
-    def backport(self, tree: cst.Module) -> cst.Module:
-        hunk = "DFlash2DraftModel entry"
+    def judge(self, tree: cst.Module) -> dict[str, Judged]:
+        return {HUNK.name: self._judge(tree)}
+
+    def _judge(self, tree: cst.Module) -> Judged:
         # vLLM's model tables are module-level dict literals; looking only
         # there keeps this edit from walking the whole 1500-line file.
         all_tables = _module_level_tables(tree)
-        tables = [(s, t) for s, t in all_tables if m.matches(t, _TABLE_WITH_ANCHOR)]
-        if len(tables) != 1:
-            self.drift(
-                hunk,
-                f"one model table with a {ANCHOR_KEY!r} entry",
-                f"{len(tables)} such tables",
-            )
-            return tree
-        ((statement, table),) = tables
+        found = exactly_one(
+            [
+                (s, t)
+                for s, t in all_tables
+                if any(_is_entry(e, ANCHOR_KEY) for e in t.elements)
+            ],
+            f"one model table with a {ANCHOR_KEY!r} entry",
+        )
+        if isinstance(found, Judged):
+            return found
+        statement, table = found
 
         entries = [
             element
             for _, other in all_tables
             for element in other.elements
-            if m.matches(element, _entry(ENTRY_KEY))
+            if _is_entry(element, ENTRY_KEY)
         ]
         for entry in entries:
             assert isinstance(entry, cst.DictElement)
             if not same_meaning(entry.value, ENTRY_VALUE):
-                self.drift(
-                    hunk,
+                return drift(
                     f"{ENTRY_KEY!r} to map to {ENTRY_VALUE}",
                     f"it maps to {describe(entry.value)}; remove that entry or "
                     "point it at the backport",
                 )
-                return tree
         if entries:
             if any(e in table.elements for e in entries):
-                self.applied(hunk)
-                if self.revert:
-                    return self._replace(tree, statement, table, _without_entry(table))
-            else:
-                self.drift(
-                    hunk,
-                    f"{ENTRY_KEY!r} in the table that holds {ANCHOR_KEY!r}",
-                    "it in another table",
-                )
-            return tree
+                return applied((statement, table))
+            return drift(
+                f"{ENTRY_KEY!r} in the table that holds {ANCHOR_KEY!r}",
+                "it in another table",
+            )
 
         index, anchor = next(
-            (i, e)
-            for i, e in enumerate(table.elements)
-            if isinstance(e, cst.DictElement) and string_value(e.key) == ANCHOR_KEY
+            (i, e) for i, e in enumerate(table.elements) if _is_entry(e, ANCHOR_KEY)
         )
         assert isinstance(anchor, cst.DictElement)
         if not same_meaning(anchor.value, ANCHOR_VALUE):
-            self.drift(
-                hunk,
+            return drift(
                 f"{ANCHOR_KEY!r} to map to {ANCHOR_VALUE}",
                 f"it maps to {describe(anchor.value)}",
             )
-            return tree
+        return pending((statement, table))
 
-        self.pending(hunk)
+    def forward(self, tree: cst.Module, sites: dict) -> cst.Module:
+        """The entry right after the anchor, written as the anchor is: same
+        quotes, the anchor's line ending handed on (see `_split_comma`)."""
+        statement, table = sites[HUNK.name]
+        index, anchor = next(
+            (i, e) for i, e in enumerate(table.elements) if _is_entry(e, ANCHOR_KEY)
+        )
         elements = list(table.elements)
         anchor_comma, entry_comma = self._split_comma(table, index)
         quote = anchor.key.quote if isinstance(anchor.key, cst.SimpleString) else '"'
@@ -158,9 +153,11 @@ class RegistryEntry(BackportCodemod):
         )
         elements[index] = anchor.with_changes(comma=anchor_comma)
         elements.insert(index + 1, new_entry)
-        if self.revert:
-            return tree
         return self._replace(tree, statement, table, elements)
+
+    def backward(self, tree: cst.Module, sites: dict) -> cst.Module:
+        statement, table = sites[HUNK.name]
+        return self._replace(tree, statement, table, _without_entry(table))
 
     @staticmethod
     def _replace(

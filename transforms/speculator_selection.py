@@ -42,71 +42,50 @@ after it taking back the blank lines that set it apart.
 
 from __future__ import annotations
 
-import textwrap
+import dataclasses
 from collections.abc import Sequence
 
 import libcst as cst
-import libcst.matchers as m
 
-from ._base import BackportCodemod, edited_class, replaced, with_block
-from ._meaning import code_of, describe, same_meaning, string_value
+from ._base import (
+    BackportCodemod,
+    Judged,
+    applied,
+    drift,
+    edited_class,
+    exactly_one,
+    pending,
+    replaced,
+    with_block,
+)
+from ._meaning import (
+    code_of,
+    describe,
+    find_all,
+    is_attribute,
+    same_meaning,
+    string_value,
+)
 from ._names import members_named, named
-
-# -- vllm/v1/worker/gpu/spec_decode/__init__.py ---------------------------
-
-SELECTOR = "init_speculator"
-DFLASH_TEST = 'speculative_config.method == "dflash"'
-DFLASH1_ARM = """
-from vllm.v1.worker.gpu.spec_decode.dflash.speculator import (
-    DFlashSpeculator,
+from .hunks import (
+    ANCHOR_BRANCH,
+    CONFIG_CLASS,
+    DFLASH2_BRANCH,
+    DFLASH2_BRANCH_BODY,
+    DFLASH2_SELECTION,
+    DFLASH2_TEST,
+    DFLASH_TEST,
+    RUNNER,
+    SELECTOR,
+    SPECULATOR_SELECTION,
+    V2_RUNNER_FORCING,
 )
+from .hunks import DFLASH2_HELPER as HELPER
+from .hunks import RUNNER_ANCHOR_METHOD as ANCHOR_METHOD
 
-return DFlashSpeculator(vllm_config, device)
-"""
-DFLASH2_TEST = (
-    '"DFlash2DraftModel" in speculative_config.draft_model_config.architectures'
-)
-DFLASH2_BRANCH_BODY = """\
-from vllm.v1.worker.gpu.spec_decode.dflash2.speculator import (
-    DFlash2Speculator,
-)
-
-return DFlash2Speculator(vllm_config, device)
-"""
-DFLASH2_SELECTION = f"if {DFLASH2_TEST}:\n" + textwrap.indent(
-    DFLASH2_BRANCH_BODY, "    "
-)
-DFLASH2_ARM = DFLASH2_SELECTION + DFLASH1_ARM
-
-# -- vllm/config/vllm.py --------------------------------------------------
-
-CONFIG_CLASS = "VllmConfig"
-RUNNER = "use_v2_model_runner"
-ANCHOR_METHOD = "_dflash_needs_multi_kv_group"
-HELPER = "_is_dflash2_draft"
-ANCHOR_BRANCH = f"if self.{ANCHOR_METHOD}():\n    return True\n"
-DFLASH2_BRANCH = f"if self.{HELPER}():\n    return True\n"
-DFLASH2_BRANCH_SOURCE = (
-    "\n"
-    "# The DFlash2 candidate selector exists only in the V2 speculator. On V1\n"
-    "# the same checkpoint drafts through DFlashProposer, which never calls\n"
-    "# it, so the draft degrades to DFlash1 silently. Force V2 as for dspark.\n"
-    + DFLASH2_BRANCH
-)
-# A docstring's continuation line is string content, not indentation: it is
-# written here as it must read inside the class.
-HELPER_SOURCE = (
-    f"def {HELPER}(self) -> bool:\n"
-    '    """Whether the DFlash draft is a DFlash2 one, by the architecture the\n'
-    '        speculator selects on (v1/worker/gpu/spec_decode/__init__.py)."""\n'
-    "    spec = self.speculative_config\n"
-    '    if spec is None or spec.method != "dflash":\n'
-    "        return False\n"
-    '    draft_config = getattr(spec, "draft_model_config", None)\n'
-    "    if draft_config is None:\n"
-    "        return False\n"
-    '    return "DFlash2DraftModel" in (draft_config.architectures or [])\n'
-)
+(SELECTION,) = SPECULATOR_SELECTION.hunks
+BRANCH, DETECTION = V2_RUNNER_FORCING.hunks
+DFLASH1_ARM, DFLASH2_ARM = SELECTION.before, SELECTION.after
 
 
 def _statements_mean(statements: Sequence[cst.BaseStatement], source: str) -> bool:
@@ -115,52 +94,36 @@ def _statements_mean(statements: Sequence[cst.BaseStatement], source: str) -> bo
 
 
 class SpeculatorSelection(BackportCodemod):
-    EDIT = "speculator-selection"
-    PATH = "vllm/v1/worker/gpu/spec_decode/__init__.py"
-    DESCRIPTION = (
-        "init_speculator returns DFlash2Speculator for a DFlash2DraftModel draft"
-    )
+    SPEC = SPECULATOR_SELECTION
 
-    HUNK = "select the DFlash2 speculator"
+    def judge(self, tree: cst.Module) -> dict[str, Judged]:
+        return {SELECTION.name: self._judge(tree)}
 
-    def backport(self, tree: cst.Module) -> cst.Module:
-        functions = named(tree.body, cst.FunctionDef, SELECTOR)
-        if len(functions) != 1:
-            self.drift(
-                self.HUNK,
-                f"one module-level function {SELECTOR}()",
-                f"{len(functions)}",
-            )
-            return tree
-        (function,) = functions
-
+    def _judge(self, tree: cst.Module) -> Judged:
+        function = exactly_one(
+            named(tree.body, cst.FunctionDef, SELECTOR),
+            f"one module-level function {SELECTOR}()",
+        )
+        if isinstance(function, Judged):
+            return function
         arms = [
             arm for arm in self._arms(function) if same_meaning(arm.test, DFLASH_TEST)
         ]
         if len(arms) != 1:
             tests = ", ".join(describe(a.test) for a in self._arms(function)) or "none"
-            self.drift(
-                self.HUNK,
+            return drift(
                 f"one `if {DFLASH_TEST}:` arm in {SELECTOR}()",
                 f"{len(arms)} such arms (the arms test {tests})",
             )
-            return tree
         (arm,) = arms
         body = arm.body
         assert isinstance(body, cst.IndentedBlock)
 
         if _statements_mean(body.body, DFLASH2_ARM):
-            self.applied(self.HUNK)
-            if self.revert:
-                # The forward edit put the `if` first with no lines of its
-                # own above it and left the rest of the arm as it was; lines
-                # above a DFlash2 `if` written another way go with it.
-                return self._with_arm_body(tree, function, body, body.body[1:])
-            return tree
+            return applied((function, arm))
         first = body.body[0] if body.body else None
         if isinstance(first, cst.If) and same_meaning(first.test, DFLASH2_TEST):
-            self.drift(
-                self.HUNK,
+            return drift(
                 f"the dflash arm's `if {DFLASH2_TEST}:` to import "
                 "DFlash2Speculator from vllm.v1.worker.gpu.spec_decode.dflash2."
                 "speculator and return DFlash2Speculator(vllm_config, device), "
@@ -172,33 +135,40 @@ class SpeculatorSelection(BackportCodemod):
                     else self._arm_summary(first.body.body, "a DFlash2 branch")
                 ),
             )
-            return tree
         if not _statements_mean(body.body, DFLASH1_ARM):
-            self.drift(
-                self.HUNK,
+            return drift(
                 f"the dflash arm of {SELECTOR}() to import and return "
                 "DFlashSpeculator(vllm_config, device), as in vLLM 0.27.1",
                 self._arm_summary(body.body),
             )
-            return tree
         # Selecting DFlash2 before the chain would make the inserted copy dead
         # code and leave two places to keep in step.
-        if m.findall(
-            function, m.If(test=m.MatchIfTrue(lambda t: same_meaning(t, DFLASH2_TEST)))
+        if find_all(
+            function,
+            lambda n: isinstance(n, cst.If) and same_meaning(n.test, DFLASH2_TEST),
         ):
-            self.drift(
-                self.HUNK,
+            return drift(
                 "the DFlash2Speculator selection inside the dflash arm",
                 f"a `{DFLASH2_TEST}` test elsewhere in {SELECTOR}(); move the "
                 "DFlash2 selection first into the dflash arm",
             )
-            return tree
+        return pending((function, arm))
 
-        self.pending(self.HUNK)
-        if self.revert:
-            return tree
+    def forward(self, tree: cst.Module, sites: dict) -> cst.Module:
+        """The DFlash2 selection first in the dflash arm, quoted as the arm's
+        own test is."""
+        function, arm = sites[SELECTION.name]
         selection = self.statement(self._quoted(DFLASH2_SELECTION, arm.test))
-        return self._with_arm_body(tree, function, body, [selection, *body.body])
+        return self._with_arm_body(
+            tree, function, arm.body, [selection, *arm.body.body]
+        )
+
+    def backward(self, tree: cst.Module, sites: dict) -> cst.Module:
+        # The forward edit put the `if` first with no lines of its own above
+        # it and left the rest of the arm as it was; lines above a DFlash2
+        # `if` written another way go with it.
+        function, arm = sites[SELECTION.name]
+        return self._with_arm_body(tree, function, arm.body, arm.body.body[1:])
 
     @staticmethod
     def _with_arm_body(
@@ -238,7 +208,7 @@ class SpeculatorSelection(BackportCodemod):
         literal = next(
             (
                 n
-                for n in m.findall(test, m.SimpleString())
+                for n in find_all(test, lambda n: isinstance(n, cst.SimpleString))
                 if string_value(n) == "dflash"
             ),
             None,
@@ -249,75 +219,78 @@ class SpeculatorSelection(BackportCodemod):
 
 
 class V2RunnerForcing(BackportCodemod):
-    EDIT = "speculator-selection"
-    PATH = "vllm/config/vllm.py"
-    DESCRIPTION = "a DFlash2 draft forces the V2 model runner"
+    SPEC = V2_RUNNER_FORCING
 
-    BRANCH_HUNK = "a DFlash2 draft forces the V2 model runner"
-    HELPER_HUNK = "DFlash2 draft detection"
-
-    def backport(self, tree: cst.Module) -> cst.Module:
-        hunks = (self.BRANCH_HUNK, self.HELPER_HUNK)
-        cls = self.only_class(tree, CONFIG_CLASS, hunks)
-        if cls is None:
-            return tree
-        # Both hunks are judged before anything changes, so that every drift
-        # is reported and a drift in one leaves the other unwritten.
-        branch = self._branch(cls)
-        helper = self.method_before(
-            self.HELPER_HUNK,
+    def judge(self, tree: cst.Module) -> dict[str, Judged]:
+        cls = exactly_one(
+            named(tree.body, cst.ClassDef, CONFIG_CLASS),
+            f"one module-level class {CONFIG_CLASS}",
+        )
+        if isinstance(cls, Judged):
+            return {BRANCH.name: cls, DETECTION.name: cls}
+        detection = self.method_before(
             cls,
-            HELPER_SOURCE,
+            DETECTION.after,
             ANCHOR_METHOD,
             expected=f"{CONFIG_CLASS}.{HELPER} to test the draft's architectures "
             'for "DFlash2DraftModel" as the backport does',
             remedy="remove or rename it",
         )
-        if self.drifted():
-            return tree
-        if self.revert:
-            added = self.applied_method(self.HELPER_HUNK, cls, HELPER)
-            return edited_class(tree, cls, swap=branch, remove=added)
-        return edited_class(tree, cls, swap=branch, insert=helper)
+        # Each site carries the class: both hunks rewrite it, in one go.
+        return {
+            BRANCH.name: self._branch(cls),
+            DETECTION.name: dataclasses.replace(detection, site=(cls, detection.site)),
+        }
 
-    def _branch(
-        self, cls: cst.ClassDef
-    ) -> tuple[cst.FunctionDef, cst.FunctionDef] | None:
-        """The `use_v2_model_runner` to swap in, if the branch is pending (or,
-        reverting, applied)."""
-        hunk = self.BRANCH_HUNK
-        runners = members_named(cls, cst.FunctionDef, RUNNER)
-        if len(runners) != 1:
-            self.drift(
-                hunk,
-                f"one method or property {CONFIG_CLASS}.{RUNNER}",
-                f"{len(runners)}",
-            )
-            return None
-        (runner,) = runners
+    def forward(self, tree: cst.Module, sites: dict) -> cst.Module:
+        cls = swap = insert = None
+        if BRANCH.name in sites:
+            cls, runner, index = sites[BRANCH.name]
+            statements = list(runner.body.body)
+            statements.insert(index + 1, self.statement(BRANCH.after))
+            swap = runner, with_block(runner, runner.body, statements)
+        if DETECTION.name in sites:
+            cls, insert = sites[DETECTION.name]
+        assert cls is not None
+        return edited_class(tree, cls, swap=swap, insert=insert)
+
+    def backward(self, tree: cst.Module, sites: dict) -> cst.Module:
+        cls = swap = method = None
+        if BRANCH.name in sites:
+            # The branch goes with the comment and blank line above it, which
+            # the forward edit inserted with it; what follows kept its own.
+            cls, runner, index = sites[BRANCH.name]
+            statements = list(runner.body.body)
+            del statements[index + 1]
+            swap = runner, with_block(runner, runner.body, statements)
+        if DETECTION.name in sites:
+            cls, method = sites[DETECTION.name]
+        assert cls is not None
+        return edited_class(tree, cls, swap=swap, remove=method)
+
+    def _branch(self, cls: cst.ClassDef) -> Judged:
+        """The branch right after the multi-KV-group one; the site is the
+        class, `use_v2_model_runner` and that branch's index."""
+        runner = exactly_one(
+            members_named(cls, cst.FunctionDef, RUNNER),
+            f"one method or property {CONFIG_CLASS}.{RUNNER}",
+        )
+        if isinstance(runner, Judged):
+            return runner
         statements = list(runner.body.body)
         anchors = [i for i, s in enumerate(statements) if _is_branch(s, ANCHOR_BRANCH)]
         if len(anchors) != 1:
-            self.drift(
-                hunk,
+            return drift(
                 f"one `if self.{ANCHOR_METHOD}(): return True` branch in the "
                 f"body of {CONFIG_CLASS}.{RUNNER}, to add the DFlash2 branch after",
                 self._no_anchor(cls, runner, len(anchors)),
             )
-            return None
         (index,) = anchors
         ours = [i for i, s in enumerate(statements) if _is_branch(s, DFLASH2_BRANCH)]
         if ours == [index + 1]:
-            self.applied(hunk)
-            if self.revert:
-                # It goes with the comment and blank line above it, which the
-                # forward edit inserted with it; what follows kept its own.
-                del statements[index + 1]
-                return runner, with_block(runner, runner.body, statements)
-            return None
+            return applied((cls, runner, index))
         if ours:
-            self.drift(
-                hunk,
+            return drift(
                 f"`if self.{HELPER}(): return True` right after the "
                 f"`if self.{ANCHOR_METHOD}(): return True` branch",
                 f"it elsewhere in {RUNNER}, "
@@ -325,30 +298,25 @@ class V2RunnerForcing(BackportCodemod):
                 + "; move it right after that branch, ahead of the checks "
                 "that may return False",
             )
-            return None
-
-        self.pending(hunk)
-        if self.revert:
-            return None
-        statements.insert(index + 1, self.statement(DFLASH2_BRANCH_SOURCE))
-        return runner, with_block(runner, runner.body, statements)
+        return pending((cls, runner, index))
 
     @staticmethod
     def _no_anchor(cls: cst.ClassDef, runner: cst.FunctionDef, count: int) -> str:
         if count:
             return f"{count} such branches"
-        calls = m.Call(
-            func=m.Attribute(value=m.Name("self"), attr=m.Name(ANCHOR_METHOD))
-        )
-        own = [s for s in runner.body.body if m.findall(s, calls)]
+
+        def calls(node: cst.CSTNode) -> bool:
+            return isinstance(node, cst.Call) and is_attribute(
+                node.func, "self", ANCHOR_METHOD
+            )
+
+        own = [s for s in runner.body.body if find_all(s, calls)]
         if own:
             return f"{ANCHOR_METHOD} used another way: {describe(own[0], 80)}"
         callers = [
             s.name.value
             for s in cls.body.body
-            if isinstance(s, cst.FunctionDef)
-            and s is not runner
-            and m.findall(s, calls)
+            if isinstance(s, cst.FunctionDef) and s is not runner and find_all(s, calls)
         ]
         if callers:
             return (

@@ -31,14 +31,26 @@ attribute goes, and a rerouted construction names 0.27.1's class again.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable
 
 import libcst as cst
-import libcst.matchers as m
 
-from ._base import BackportCodemod, leading_blank_lines, placed_before, replaced
-from ._meaning import describe, is_docstring, same_meaning
+from dflash2_backport.verdicts import State
+
+from ._base import (
+    BackportCodemod,
+    Judged,
+    applied,
+    drift,
+    exactly_one,
+    leading_blank_lines,
+    pending,
+    placed_before,
+    replaced,
+)
+from ._meaning import describe, find_all, is_attribute, is_docstring, same_meaning
 from ._names import class_bindings, may_bind, members_named, module_bindings, named
+from .hunks import LAYER_CONSTRUCTION, MODEL_CONSTRUCTION, SUBCLASS_SEAMS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,23 +74,9 @@ LAYER_SEAM = Seam(
     attribute="decoder_layer_cls",
     value="DFlashQwen3DecoderLayer",
     target="self.layers",
-    construction="""\
-self.layers = nn.ModuleList(
-    [
-        DFlashQwen3DecoderLayer(
-            current_vllm_config,
-            config=self.config,
-            layer_idx=layer_idx,
-            cache_config=current_vllm_config.cache_config,
-            quant_config=self.quant_config,
-            prefix=maybe_prefix(prefix, f"layers.{layer_idx + start_layer_id}"),
-        )
-        for layer_idx in range(self.config.num_hidden_layers)
-    ]
-)
-""",
-    attribute_hunk="decoder_layer_cls attribute",
-    construction_hunk="layers via decoder_layer_cls",
+    construction=LAYER_CONSTRUCTION,
+    attribute_hunk=SUBCLASS_SEAMS.hunks[0].name,
+    construction_hunk=SUBCLASS_SEAMS.hunks[1].name,
 )
 
 MODEL_SEAM = Seam(
@@ -86,15 +84,9 @@ MODEL_SEAM = Seam(
     attribute="model_cls",
     value="DFlashQwen3Model",
     target="self.model",
-    construction="""\
-self.model = DFlashQwen3Model(
-    vllm_config=vllm_config,
-    prefix=maybe_prefix(prefix, "model"),
-    start_layer_id=target_layer_num,
-)
-""",
-    attribute_hunk="model_cls attribute",
-    construction_hunk="model via model_cls",
+    construction=MODEL_CONSTRUCTION,
+    attribute_hunk=SUBCLASS_SEAMS.hunks[2].name,
+    construction_hunk=SUBCLASS_SEAMS.hunks[3].name,
 )
 
 SEAMS = (LAYER_SEAM, MODEL_SEAM)
@@ -103,18 +95,15 @@ SEAMS = (LAYER_SEAM, MODEL_SEAM)
 # -- finding things ---------------------------------------------------------
 
 
-def _count(found: Sequence[object]) -> str:
-    return f"{len(found)} of them" if found else "none"
-
-
-def _self_attribute(name: str) -> m.Attribute:
-    return m.Attribute(value=m.Name("self"), attr=m.Name(name))
-
-
 def _constructor(seam: Seam, value: cst.BaseExpression) -> cst.Call | None:
     """The call that builds the layer (inside the list) or the model."""
     if seam is LAYER_SEAM:
-        if m.matches(value, m.Call(args=[m.Arg(value=m.ListComp(elt=m.Call()))])):
+        if (
+            isinstance(value, cst.Call)
+            and len(value.args) == 1
+            and isinstance(value.args[0].value, cst.ListComp)
+            and isinstance(value.args[0].value.elt, cst.Call)
+        ):
             assert isinstance(value, cst.Call)
             element = value.args[0].value
             assert isinstance(element, cst.ListComp)
@@ -206,61 +195,40 @@ def _spec_assignment(seam: Seam) -> tuple[cst.Assign, cst.Call]:
 # -- the codemod ------------------------------------------------------------
 
 
-@dataclasses.dataclass
-class _Plan:
-    """What one class needs: which of its two hunks to rewrite, and where.
-
-    Forward those are the pending hunks; reverting, the applied ones.
-    """
-
-    owner: cst.ClassDef
-    # Insert the attribute or, reverting, remove it.
-    rewrite_attribute: bool = False
-    # The constructor to reroute (or route back) and the `__init__` around it.
-    reroute: tuple[cst.FunctionDef, cst.Call] | None = None
-
-
 class SubclassSeams(BackportCodemod):
-    EDIT = "subclass-seams"
-    PATH = "vllm/model_executor/models/qwen3_dflash.py"
-    DESCRIPTION = (
-        "DFlashQwen3Model.decoder_layer_cls and DFlashQwen3ForCausalLM.model_cls "
-        "let subclasses swap in their own decoder layer and model"
-    )
+    SPEC = SUBCLASS_SEAMS
 
-    def backport(self, tree: cst.Module) -> cst.Module:
-        plans: list[_Plan] = []
+    def judge(self, tree: cst.Module) -> dict[str, Judged]:
+        judged: dict[str, Judged] = {}
         for seam in SEAMS:
-            found = named(tree.body, cst.ClassDef, seam.owner)
-            if len(found) != 1:
-                for hunk in (seam.attribute_hunk, seam.construction_hunk):
-                    self.drift(
-                        hunk,
-                        f"one module-level class {seam.owner}",
-                        _count(found),
-                    )
+            owner = exactly_one(
+                named(tree.body, cst.ClassDef, seam.owner),
+                f"one module-level class {seam.owner}",
+            )
+            if isinstance(owner, Judged):
+                judged[seam.attribute_hunk] = judged[seam.construction_hunk] = owner
                 continue
-            (owner,) = found
-            plan = _Plan(owner)
-            plan.rewrite_attribute = self._judge_attribute(seam, tree, owner)
-            plan.reroute = self._judge_construction(seam, owner)
-            plans.append(plan)
-        if self.drifted():
-            return tree
+            judged[seam.attribute_hunk] = self._judge_attribute(seam, tree, owner)
+            judged[seam.construction_hunk] = self._judge_construction(seam, owner)
+        return judged
 
-        replacements: dict[cst.ClassDef, cst.ClassDef] = {}
-        for seam, plan in zip(SEAMS, plans, strict=True):
-            replacements[plan.owner] = self._rewrite(seam, plan)
-        return tree.with_changes(body=[replacements.get(s, s) for s in tree.body])
+    def forward(self, tree: cst.Module, sites: dict) -> cst.Module:
+        return self._rewrite(
+            tree, sites, lambda seam: seam.seam, self._insert_attribute
+        )
+
+    def backward(self, tree: cst.Module, sites: dict) -> cst.Module:
+        return self._rewrite(
+            tree, sites, lambda seam: seam.value, self._remove_attribute
+        )
 
     # -- verdicts -----------------------------------------------------------
 
     def _judge_attribute(
         self, seam: Seam, tree: cst.Module, owner: cst.ClassDef
-    ) -> bool:
-        """Record the attribute hunk's verdict; True when it must be inserted
-        or, reverting, removed."""
-        hunk = seam.attribute_hunk
+    ) -> Judged:
+        """The attribute, bound in the class body to the class 0.27.1 names;
+        the site is the class."""
         expected = f"`{seam.attribute} = {seam.value}` in class {seam.owner}"
         bindings = class_bindings(owner, seam.attribute)
         for binding in bindings:
@@ -275,79 +243,60 @@ class SubclassSeams(BackportCodemod):
                     f"a {'method' if isinstance(binding, cst.FunctionDef) else 'class'}"
                     f" named {seam.attribute}; rename it"
                 )
-            self.drift(hunk, expected, found)
-            return False
+            return drift(expected, found)
         if bindings:
-            self.applied(hunk)
-            return self.revert
+            return applied(owner)
         # The attribute reads its value when the class is created, so the
         # value must already exist by then.
         above = module_bindings(tree.body[: tree.body.index(owner)])
         if not may_bind(above, seam.value):
-            self.drift(
-                hunk,
+            return drift(
                 f"{seam.value} defined or imported above class {seam.owner} "
                 f"(the new `{seam.attribute}` reads it when the class is created)",
                 "it only below the class or not at all; move its definition or "
                 "import above the class",
             )
-            return False
-        self.pending(hunk)
-        return not self.revert
+        return pending(owner)
 
-    def _judge_construction(
-        self, seam: Seam, owner: cst.ClassDef
-    ) -> tuple[cst.FunctionDef, cst.Call] | None:
-        """Record the construction hunk's verdict; what to reroute (or, reverting,
-        route back), if any."""
-        hunk = seam.construction_hunk
+    def _judge_construction(self, seam: Seam, owner: cst.ClassDef) -> Judged:
+        """The construction, as 0.27.1 writes it but for the class it calls;
+        the site is the class, its `__init__` and the constructor call."""
         where = f"{seam.owner}.__init__"
-        inits = members_named(owner, cst.FunctionDef, "__init__")
-        if len(inits) != 1:
-            self.drift(hunk, f"one {where}", _count(inits))
-            return None
-        attribute = seam.target.split(".")[1]
-        assignments = m.findall(
-            inits[0],
-            m.Assign(
-                targets=[
-                    m.ZeroOrMore(),
-                    m.AssignTarget(_self_attribute(attribute)),
-                    m.ZeroOrMore(),
-                ]
-            ),
+        init = exactly_one(
+            members_named(owner, cst.FunctionDef, "__init__"), f"one {where}"
         )
-        if len(assignments) != 1:
-            self.drift(
-                hunk,
-                f"one `{seam.target} = ...` in {where}",
-                _count(assignments),
-            )
-            return None
-        (assignment,) = assignments
+        if isinstance(init, Judged):
+            return init
+        attribute = seam.target.split(".")[1]
+        assignment = exactly_one(
+            find_all(
+                init,
+                lambda n: isinstance(n, cst.Assign)
+                and any(is_attribute(t.target, "self", attribute) for t in n.targets),
+            ),
+            f"one `{seam.target} = ...` in {where}",
+        )
+        if isinstance(assignment, Judged):
+            return assignment
         assert isinstance(assignment, cst.Assign)
         call = _constructor(seam, assignment.value)
         if call is None:
-            self.drift(
-                hunk,
+            return drift(
                 f"{where} to build {seam.target} with {seam.value}(...)",
                 describe(assignment),
             )
-            return None
 
         if same_meaning(call.func, seam.value):
-            pending = True
+            judged = pending((owner, init, call))
         elif same_meaning(call.func, seam.seam):
-            pending = False
+            judged = applied((owner, init, call))
         else:
-            self.drift(
-                hunk,
+            return drift(
                 f"{where} to build {seam.target} with {seam.value}(...) or "
                 f"{seam.seam}(...)",
                 f"{_outline(assignment, call)}; a subclass would not get its own "
                 f"class through {seam.seam}",
             )
-            return None
 
         spec_assignment, spec_call = _spec_assignment(seam)
         if not same_meaning(
@@ -356,45 +305,50 @@ class SubclassSeams(BackportCodemod):
         ):
             remedy = "bring it back to 0.27.1's" + (
                 f" or route the construction through {seam.seam} by hand"
-                if pending
+                if judged.state is State.PENDING
                 else ""
             )
-            self.drift(
-                hunk,
+            return drift(
                 f"{seam.target} built as in 0.27.1 apart from the class",
                 f"{_argument_difference(call, spec_call, assignment)}; {remedy}",
             )
-            return None
-        (init,) = inits
-        if pending:
-            self.pending(hunk)
-            return None if self.revert else (init, call)
-        self.applied(hunk)
-        return (init, call) if self.revert else None
+        return judged
 
     # -- rewriting ----------------------------------------------------------
 
-    def _rewrite(self, seam: Seam, plan: _Plan) -> cst.ClassDef:
-        owner = plan.owner
-        if plan.reroute is not None:
-            init, call = plan.reroute
-            callee = seam.value if self.revert else seam.seam
-            rerouted = call.with_changes(
-                func=cst.parse_expression(callee, config=self.module.config_for_parsing)
-            )
-            # Only `__init__` is walked: the class around it is large.
-            new_init = init.deep_replace(call, rerouted)
-            block = owner.body
-            assert isinstance(block, cst.IndentedBlock)
-            owner = owner.with_changes(
-                body=block.with_changes(body=replaced(block.body, init, new_init))
-            )
-        if plan.rewrite_attribute:
-            if self.revert:
-                owner = self._remove_attribute(seam, owner)
-            else:
-                owner = self._insert_attribute(seam, owner)
-        return owner
+    def _rewrite(
+        self,
+        tree: cst.Module,
+        sites: dict,
+        callee: Callable[[Seam], str],
+        attribute: Callable[[Seam, cst.ClassDef], cst.ClassDef],
+    ) -> cst.Module:
+        """Each class with its construction calling `callee(seam)` and its
+        attribute rewritten by `attribute`, where those hunks are in `sites`."""
+        replacements: dict[cst.ClassDef, cst.ClassDef] = {}
+        for seam in SEAMS:
+            owner = original = None
+            if seam.construction_hunk in sites:
+                owner = original = sites[seam.construction_hunk][0]
+                _, init, call = sites[seam.construction_hunk]
+                rerouted = call.with_changes(
+                    func=cst.parse_expression(
+                        callee(seam), config=self.module.config_for_parsing
+                    )
+                )
+                # Only `__init__` is walked: the class around it is large.
+                new_init = init.deep_replace(call, rerouted)
+                block = owner.body
+                assert isinstance(block, cst.IndentedBlock)
+                owner = owner.with_changes(
+                    body=block.with_changes(body=replaced(block.body, init, new_init))
+                )
+            if seam.attribute_hunk in sites:
+                original = sites[seam.attribute_hunk]
+                owner = attribute(seam, owner if owner is not None else original)
+            if owner is not None:
+                replacements[original] = owner
+        return tree.with_changes(body=[replacements.get(s, s) for s in tree.body])
 
     def _insert_attribute(self, seam: Seam, owner: cst.ClassDef) -> cst.ClassDef:
         block = owner.body

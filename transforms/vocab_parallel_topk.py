@@ -56,156 +56,82 @@ the module.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import libcst as cst
-import libcst.matchers as m
 
 from ._base import (
     BackportCodemod,
+    Judged,
+    applied,
+    drift,
+    exactly_one,
     insert_before,
     is_one_of,
     leading_blank_lines,
+    pending,
     placed_before,
     removed,
     with_blank_lines,
 )
-from ._meaning import same_meaning
+from ._meaning import dotted, same_meaning
 from ._names import Reads, members_named, module_bindings, named, origin_words
+from .hunks import GET_TOP_K_TOKENS, HAS_FLASHINFER, VOCAB_PARALLEL_TOPK
+from .hunks import TOPK_CLASS as CLASS
+from .hunks import TOPK_HELPERS as HELPERS
+from .hunks import TOPK_IMPORTS as IMPORTS
+from .hunks import TOPK_METHOD as METHOD
+from .hunks import TOPK_METHOD_ANCHOR as METHOD_ANCHOR
+from .hunks import TOPK_METHOD_NEEDS_MEMBERS as METHOD_NEEDS_MEMBERS
+from .hunks import TOPK_METHOD_NEEDS_NAMES as METHOD_NEEDS_NAMES
+
+IMPORTS_HUNK, HELPERS_HUNK, METHOD_HUNK = VOCAB_PARALLEL_TOPK.hunks
 
 # -- the spec's code ------------------------------------------------------
 
-#: Imports the helpers' annotations and decorator need: name -> (module, line).
-IMPORTS = {
-    "Callable": ("collections.abc", "from collections.abc import Callable"),
-    "cache": ("functools", "from functools import cache"),
-}
-
-HAS_FLASHINFER = "from vllm.utils.flashinfer import has_flashinfer"
-
-FLASHINFER_TOPK = '''\
-@cache
-def _flashinfer_topk() -> Callable[..., tuple[torch.Tensor, torch.Tensor]] | None:
-    """FlashInfer's radix top-k, or None for torch.topk."""
-    if not current_platform.is_cuda():
-        return None
-    if not has_flashinfer():
-        return None
-    from flashinfer import top_k
-
-    return top_k
-'''
-
-TOPK = """\
-def _topk(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    impl = _flashinfer_topk()
-    if impl is None or not scores.is_cuda:
-        return torch.topk(scores, k, dim=-1)
-    return impl(scores, k, sorted=True, deterministic=True)
-"""
-
-HELPERS = {"_flashinfer_topk": FLASHINFER_TOPK, "_topk": TOPK}
-
-# Written at class-body depth so the docstring's own lines keep the spec's
-# indentation once the method sits in the class.
-GET_TOP_K_TOKENS = '''\
-    def get_top_k_tokens(
-        self,
-        lm_head: VocabParallelEmbedding,
-        hidden_states: torch.Tensor,
-        k: int,
-        embedding_bias: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Vocab-parallel top-k without all-gathering full logits.
-
-        The `get_top_tokens` reduction widened from one token to k, returning
-        the values as well as the global ids. Communication is
-        O(batch * 2k * tp_size) rather than O(batch * vocab_size).
-
-        Scale and soft cap are applied to the k selected values rather than
-        the whole vocabulary; both are monotonic, so the selection is the same
-        and only k entries are touched.
-        """
-        if self.scale <= 0.0 and self.scale != 1.0:
-            raise ValueError(
-                "The local top-k reduction optimization is not supported for "
-                "non-positive logit scaling factors."
-            )
-
-        logits = self._apply_head(lm_head, hidden_states, embedding_bias)
-
-        # Mask out padding entries beyond org_vocab_size on this shard.
-        num_pad = lm_head.shard_indices.num_org_vocab_padding
-        if num_pad > 0:
-            logits[..., -num_pad:] = -float("inf")
-
-        values, ids = _topk(logits, k)
-        # Convert shard-local indices to global vocab indices.
-        ids = ids.to(torch.int64) + lm_head.shard_indices.org_vocab_start_index
-
-        if lm_head.tp_size > 1:
-            values = tensor_model_parallel_all_gather(values, dim=-1)
-            ids = tensor_model_parallel_all_gather(ids, dim=-1)
-            values, selected = _topk(values, k)
-            ids = ids.gather(-1, selected)
-
-        values = values.float()
-        if self.scale != 1.0:
-            values = values * self.scale
-        if self.soft_cap is not None:
-            values = torch.tanh(values / self.soft_cap) * self.soft_cap
-        return ids, values
-'''
-
-CLASS = "LogitsProcessor"
-METHOD = "get_top_k_tokens"
-METHOD_ANCHOR = "extra_repr"
-#: What the new method relies on besides the helpers inserted with it.
-METHOD_NEEDS_MEMBERS = ("_apply_head",)
-METHOD_NEEDS_NAMES = ("VocabParallelEmbedding", "tensor_model_parallel_all_gather")
-
 
 def _is_import_line(stmt: cst.CSTNode) -> bool:
-    return m.matches(
-        stmt, m.SimpleStatementLine(body=[m.AtLeastN(m.Import() | m.ImportFrom(), n=1)])
+    return (
+        isinstance(stmt, cst.SimpleStatementLine)
+        and bool(stmt.body)
+        and all(isinstance(s, cst.Import | cst.ImportFrom) for s in stmt.body)
     )
 
 
 Body = list[cst.BaseStatement]
 #: Statements to insert, by the index of the module statement they go next to.
 Inserts = dict[int, list[cst.BaseStatement]]
-#: Applies one hunk to the module body; every hunk is judged before any runs.
-Apply = Callable[[Body, Inserts, Inserts], None]
 
 
-def _nothing(body: Body, before: Inserts, after: Inserts) -> None:
-    pass
+def _sole_import(stmt: cst.CSTNode) -> cst.Import | cst.ImportFrom | None:
+    """The import a line holds, when it holds one import and nothing else."""
+    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
+        (small,) = stmt.body
+        if isinstance(small, cst.Import | cst.ImportFrom):
+            return small
+    return None
 
 
-_IMPORT_TORCH = m.SimpleStatementLine(
-    body=[
-        m.Import(
-            names=[
-                m.ZeroOrMore(),
-                m.ImportAlias(name=m.Name("torch"), asname=None),
-                m.ZeroOrMore(),
-            ]
-        )
-    ]
-)
-_IMPORT_PLATFORM = m.SimpleStatementLine(
-    body=[
-        m.ImportFrom(
-            module=m.Attribute(value=m.Name("vllm"), attr=m.Name("platforms")),
-            relative=[],
-            names=[
-                m.ZeroOrMore(),
-                m.ImportAlias(name=m.Name("current_platform"), asname=None),
-                m.ZeroOrMore(),
-            ],
-        )
-    ]
-)
+def _binds_plainly(names: Sequence[cst.ImportAlias], name: str) -> bool:
+    return any(dotted(a.name) == name and a.asname is None for a in names)
+
+
+def _imports_torch(stmt: cst.CSTNode) -> bool:
+    """`import torch` (among other modules, perhaps), on a line of its own."""
+    found = _sole_import(stmt)
+    return isinstance(found, cst.Import) and _binds_plainly(found.names, "torch")
+
+
+def _imports_platform(stmt: cst.CSTNode) -> bool:
+    """`from vllm.platforms import current_platform`, on a line of its own."""
+    found = _sole_import(stmt)
+    return (
+        isinstance(found, cst.ImportFrom)
+        and not found.relative
+        and dotted(found.module) == "vllm.platforms"
+        and not isinstance(found.names, cst.ImportStar)
+        and _binds_plainly(found.names, "current_platform")
+    )
 
 
 # -- undoing the edit -----------------------------------------------------
@@ -262,51 +188,86 @@ def _methods_of(body: Body) -> list[cst.FunctionDef]:
     ]
 
 
-def _undo(rewrite: Callable[[Body], Body]) -> Apply:
-    def apply(body: Body, before: Inserts, after: Inserts) -> None:
-        body[:] = rewrite(body)
-
-    return apply
-
-
 class VocabParallelTopK(BackportCodemod):
-    EDIT = "vocab-parallel-topk"
-    PATH = "vllm/model_executor/layers/logits_processor.py"
-    DESCRIPTION = (
-        "LogitsProcessor.get_top_k_tokens: vocab-parallel top-k without an "
-        "all-gather of the full logits"
-    )
-    #: What reads the names a revert would remove; set by `backport`.
-    reads: Reads
+    SPEC = VOCAB_PARALLEL_TOPK
 
-    def backport(self, tree: cst.Module) -> cst.Module:
+    def judge(self, tree: cst.Module) -> dict[str, Judged]:
         body = list(tree.body)
         bindings = module_bindings(tree.body)
-        self.reads = Reads(tree)
-        edits = [
-            self._imports(body, bindings),
-            self._helpers(body, bindings),
-            self._method(body, bindings),
-        ]
-        if any(edit is None for edit in edits):
-            return tree
+        return {
+            IMPORTS_HUNK.name: self._imports(body, bindings),
+            HELPERS_HUNK.name: self._helpers(body, bindings),
+            METHOD_HUNK.name: self._method(body, bindings),
+        }
+
+    def forward(self, tree: cst.Module, sites: dict) -> cst.Module:
+        # Every hunk inserts next to statements of the original body, by
+        # index, so that no insertion shifts another's place.
+        body = list(tree.body)
         before: Inserts = {}
         after: Inserts = {}
-        for edit in edits:
-            assert edit is not None
-            edit(body, before, after)
-        new_body: list[cst.BaseStatement] = []
-        for index, stmt in enumerate(body):
-            new_body += before.get(index, []) + [stmt] + after.get(index, [])
+        if IMPORTS_HUNK.name in sites:
+            torch, missing = sites[IMPORTS_HUNK.name]
+            lines = "".join(IMPORTS[name][1] + "\n" for name in missing)
+            *new, body[torch] = placed_before(body[torch], self.statements(lines))
+            before.setdefault(torch, []).extend(new)
+        if HELPERS_HUNK.name in sites:
+            anchor, last_import, needs_import = sites[HELPERS_HUNK.name]
+            import_line, *helpers = self.statements(HELPERS_HUNK.after)
+            if needs_import:
+                after.setdefault(anchor, []).append(import_line)
+            after.setdefault(last_import, []).extend(helpers)
+            following = last_import + 1
+            if following < len(body):
+                # PEP 8 wants two blank lines after a top-level definition.
+                body[following] = with_blank_lines(body[following], at_least=2)
+        if METHOD_HUNK.name in sites:
+            index, cls, anchor_method = sites[METHOD_HUNK.name]
+            wrapper = self.statement("class _:\n" + GET_TOP_K_TOKENS)
+            assert isinstance(wrapper, cst.ClassDef)
+            (method,) = wrapper.body.body
+            members = insert_before(cls.body.body, anchor_method, [method])
+            body[index] = cls.with_changes(body=cls.body.with_changes(body=members))
+        new_body: Body = []
+        for index, statement in enumerate(body):
+            new_body += before.get(index, []) + [statement] + after.get(index, [])
         return tree.with_changes(body=new_body)
 
-    # Each hunk gives its verdict and returns how to apply it (a no-op when
-    # already applied), or None on drift, so that every hunk is judged before
-    # anything is written. Reverting, it is the applied hunks that return how
-    # to undo them, and the pending ones that are left alone.
+    def unsafe_to_undo(
+        self, tree: cst.Module, applied: dict[str, Judged]
+    ) -> dict[str, Judged]:
+        """Drift where a name the undoing removes is still read elsewhere;
+        otherwise the applied hunks with what undoing them removes."""
+        body = list(tree.body)
+        bindings = module_bindings(tree.body)
+        reads = Reads(tree)
+        undone = {}
+        if IMPORTS_HUNK.name in applied:
+            undone[IMPORTS_HUNK.name] = self._unimport(body, bindings, reads)
+        if HELPERS_HUNK.name in applied:
+            helpers = applied[HELPERS_HUNK.name].site
+            undone[HELPERS_HUNK.name] = self._unhelp(body, bindings, reads, helpers)
+        return undone
 
-    def _imports(self, body: Body, bindings: dict[str, list[str]]) -> Apply | None:
-        hunk = "imports"
+    def backward(self, tree: cst.Module, sites: dict) -> cst.Module:
+        body = list(tree.body)
+        if METHOD_HUNK.name in sites:
+            # The method goes, and the member after it takes back the blank
+            # lines the method took from it.
+            cls, methods = sites[METHOD_HUNK.name]
+            members = removed(cls.body.body, methods)
+            new_cls = cls.with_changes(body=cls.body.with_changes(body=members))
+            body = [new_cls if s is cls else s for s in body]
+        if IMPORTS_HUNK.name in sites:
+            body = removed(body, sites[IMPORTS_HUNK.name])
+        if HELPERS_HUNK.name in sites:
+            body = _without_helpers(body, sites[HELPERS_HUNK.name])
+        return tree.with_changes(body=body)
+
+    # -- judging, hunk by hunk ------------------------------------------------
+
+    def _imports(self, body: Body, bindings: dict[str, list[str]]) -> Judged:
+        """Site: `import torch`'s index and the names to import before it."""
         missing: list[str] = []
         conflicts: list[str] = []
         for name, (module, _) in IMPORTS.items():
@@ -317,49 +278,29 @@ class VocabParallelTopK(BackportCodemod):
                 other = ", ".join(sorted(origin_words(o) for o in origins))
                 conflicts.append(f"`{name}` bound to {other}")
         if conflicts:
-            self.drift(
-                hunk,
+            return drift(
                 "`Callable` from collections.abc and `cache` from functools, "
                 "or neither name bound at module level",
                 "; ".join(conflicts) + " (import them from those modules)",
             )
-            return None
-        torch = next(
-            (i for i, stmt in enumerate(body) if m.matches(stmt, _IMPORT_TORCH)), None
-        )
         if not missing:
-            if self.revert:
-                return self._unimport(hunk, body, bindings, torch)
-            self.applied(hunk)
-            return _nothing
+            return applied()
+        torch = next((i for i, stmt in enumerate(body) if _imports_torch(stmt)), None)
         if torch is None:
-            self.drift(
-                hunk,
-                "a module-level `import torch` to put the imports before",
-                "none",
+            return drift(
+                "a module-level `import torch` to put the imports before", "none"
             )
-            return None
-        self.pending(hunk)
-        if self.revert:
-            return _nothing
-        lines = [IMPORTS[name][1] for name in missing]
-
-        def apply(body: Body, before: Inserts, after: Inserts) -> None:
-            *new, body[torch] = placed_before(
-                body[torch], self.statements("\n".join(lines) + "\n")
-            )
-            before.setdefault(torch, []).extend(new)
-
-        return apply
+        return pending((torch, missing))
 
     def _unimport(
-        self, hunk: str, body: Body, bindings: dict[str, list[str]], torch: int | None
-    ) -> Apply | None:
-        """Undo: the imports as the forward writes them, each a statement of
-        its own among the imports right before `import torch`, go; `import
-        torch` takes back the blank lines they took from it. Elsewhere or
-        grouped with other names, an import may predate the edit (only what
-        was missing is added) and stays."""
+        self, body: Body, bindings: dict[str, list[str]], reads: Reads
+    ) -> Judged:
+        """The imports as the forward writes them, each a statement of its own
+        among the imports right before `import torch`, go; `import torch`
+        takes back the blank lines they took from it. Elsewhere or grouped
+        with other names, an import may predate the edit (only what was
+        missing is added) and stays."""
+        torch = next((i for i, stmt in enumerate(body) if _imports_torch(stmt)), None)
         start = torch if torch is not None else 0
         while start > 0 and _is_import_line(body[start - 1]):
             start -= 1
@@ -371,112 +312,77 @@ class VocabParallelTopK(BackportCodemod):
             doomed += own
             if not own or len(own) < len(bindings[name]):
                 continue  # nothing to remove, or still imported otherwise
-            users = self.reads.elsewhere(name, leaving=_helpers_of(body))
+            users = reads.elsewhere(name, leaving=_helpers_of(body))
             if users:
                 readers.append(f"`{name}` read by {', '.join(users)}")
         if readers:
-            self.drift(
-                hunk,
+            return drift(
                 "`Callable` and `cache` read by nothing but the top-k helpers, "
                 "so that their imports can go with them",
                 "; ".join(readers) + " (removing the import would break it)",
             )
-            return None
-        self.applied(hunk)
-        return _undo(lambda body: removed(body, doomed))
+        return applied(doomed)
 
-    def _helpers(self, body: Body, bindings: dict[str, list[str]]) -> Apply | None:
-        hunk = "top-k helpers"
+    def _helpers(self, body: Body, bindings: dict[str, list[str]]) -> Judged:
+        """Site: the `current_platform` import's index, the last import of its
+        block, and whether `has_flashinfer` must be imported; applied, the
+        helpers."""
         present: dict[str, cst.FunctionDef] = {}
         for name, source in HELPERS.items():
             existing = named(body, cst.FunctionDef, name)
             expected = f"`{name}` as the spec writes it"
-            if self.rejects_other_versions(hunk, existing, source, expected):
-                return None
+            refused = self.other_version(existing, source, expected)
+            if refused is not None:
+                return refused
             if existing:
                 present[name] = existing[0]
         fi_origins = set(bindings.get("has_flashinfer", []))
         fi_expected = HAS_FLASHINFER.split()[1] + ".has_flashinfer"
         if fi_origins - {fi_expected}:
             other = ", ".join(sorted(origin_words(o) for o in fi_origins))
-            self.drift(
-                hunk,
+            return drift(
                 f"`has_flashinfer` from {HAS_FLASHINFER.split()[1]}",
                 f"`has_flashinfer` bound to {other}",
             )
-            return None
         if len(present) == len(HELPERS):
             if not fi_origins:
-                self.drift(
-                    hunk,
+                return drift(
                     f"`{HAS_FLASHINFER}` next to the top-k helpers",
                     "the helpers without it (`_flashinfer_topk` would raise NameError)",
                 )
-                return None
-            if self.revert:
-                return self._unhelp(hunk, body, bindings, list(present.values()))
-            self.applied(hunk)
-            return _nothing
+            return applied(list(present.values()))
         if present:
             (name,) = present
             (other,) = set(HELPERS) - set(present)
-            self.drift(
-                hunk,
+            return drift(
                 "both `_flashinfer_topk` and `_topk`, or neither",
                 f"`{name}` without `{other}`",
             )
-            return None
-        anchor = next(
-            (i for i, stmt in enumerate(body) if m.matches(stmt, _IMPORT_PLATFORM)),
-            None,
-        )
+        anchor = next((i for i, s in enumerate(body) if _imports_platform(s)), None)
         if anchor is None:
-            self.drift(
-                hunk,
+            return drift(
                 "a module-level `from vllm.platforms import current_platform` "
                 "to put the top-k helpers after",
                 "none",
             )
-            return None
-        self.pending(hunk)
-        if self.revert:
-            return _nothing
         # The helpers go after the whole import block the anchor sits in, so
         # they never split imports (the block ends at the anchor in 0.27.1).
         last_import = anchor
         while last_import + 1 < len(body) and _is_import_line(body[last_import + 1]):
             last_import += 1
-        needs_import = not fi_origins
-
-        def apply(body: Body, before: Inserts, after: Inserts) -> None:
-            source = "\n\n\n".join(
-                code.rstrip("\n") for code in (HAS_FLASHINFER, FLASHINFER_TOPK, TOPK)
-            )
-            import_line, *helpers = self.statements(source)
-            if needs_import:
-                after.setdefault(anchor, []).append(import_line)
-            after.setdefault(last_import, []).extend(helpers)
-            following = last_import + 1
-            if following < len(body):
-                # PEP 8 wants two blank lines after a top-level definition.
-                body[following] = with_blank_lines(body[following], at_least=2)
-
-        return apply
+        return pending((anchor, last_import, not fi_origins))
 
     def _unhelp(
         self,
-        hunk: str,
         body: Body,
         bindings: dict[str, list[str]],
+        reads: Reads,
         helpers: list[cst.FunctionDef],
-    ) -> Apply | None:
-        """Undo: both helpers go, and the `has_flashinfer` import with them
-        when it is where the forward writes it, right after the
-        `current_platform` import (elsewhere, it may predate the edit)."""
-        anchor = next(
-            (i for i, stmt in enumerate(body) if m.matches(stmt, _IMPORT_PLATFORM)),
-            None,
-        )
+    ) -> Judged:
+        """Both helpers go, and the `has_flashinfer` import with them when it
+        is where the forward writes it, right after the `current_platform`
+        import (elsewhere, it may predate the edit)."""
+        anchor = next((i for i, s in enumerate(body) if _imports_platform(s)), None)
         doomed: Body = list(helpers)
         names = list(HELPERS)
         if (
@@ -491,47 +397,31 @@ class VocabParallelTopK(BackportCodemod):
         readers = [
             f"`{name}` read by {', '.join(users)}"
             for name in names
-            if (users := self.reads.elsewhere(name, leaving))
+            if (users := reads.elsewhere(name, leaving))
         ]
         if readers:
-            self.drift(
-                hunk,
+            return drift(
                 "the top-k helpers and `has_flashinfer` read by nothing but "
                 f"the helpers and `{CLASS}.{METHOD}`, so that they can go",
                 "; ".join(readers) + " (removing them would break it)",
             )
-            return None
-        self.applied(hunk)
-        return _undo(lambda body: _without_helpers(body, doomed))
+        return applied(doomed)
 
-    def _method(self, body: Body, bindings: dict[str, list[str]]) -> Apply | None:
-        hunk = "get_top_k_tokens"
-        classes = named(body, cst.ClassDef, CLASS)
-        if len(classes) != 1:
-            self.drift(
-                hunk,
-                f"one module-level class `{CLASS}`",
-                f"{len(classes)} such classes",
-            )
-            return None
-        (cls,) = classes
-        index = body.index(cls)
+    def _method(self, body: Body, bindings: dict[str, list[str]]) -> Judged:
+        """Site: the class's index, the class and the member to insert before;
+        applied, the class and the method."""
+        cls = exactly_one(
+            named(body, cst.ClassDef, CLASS), f"one module-level class `{CLASS}`"
+        )
+        if isinstance(cls, Judged):
+            return cls
         methods = members_named(cls, cst.FunctionDef, METHOD)
         expected = f"`{CLASS}.{METHOD}` as the spec writes it"
-        if self.rejects_other_versions(hunk, methods, GET_TOP_K_TOKENS, expected):
-            return None
+        refused = self.other_version(methods, GET_TOP_K_TOKENS, expected)
+        if refused is not None:
+            return refused
         if methods:
-            self.applied(hunk)
-            if self.revert:
-                # Undo: the method goes, and the member after it takes back
-                # the blank lines the method took from it.
-                def undo(body: Body) -> Body:
-                    members = removed(cls.body.body, methods)
-                    new_cls = cls.with_changes(body=cls.body.with_changes(body=members))
-                    return [new_cls if s is cls else s for s in body]
-
-                return _undo(undo)
-            return _nothing
+            return applied((cls, methods))
 
         anchors = members_named(cls, cst.FunctionDef, METHOD_ANCHOR)
         problems = []
@@ -548,24 +438,11 @@ class VocabParallelTopK(BackportCodemod):
             if name not in bindings
         ]
         if problems:
-            self.drift(
-                hunk,
+            return drift(
                 f"`{CLASS}` with `{METHOD_ANCHOR}`, "
                 + ", ".join(f"`{n}`" for n in METHOD_NEEDS_MEMBERS)
                 + " and the module names "
                 + ", ".join(f"`{n}`" for n in METHOD_NEEDS_NAMES),
                 "; ".join(problems),
             )
-            return None
-        self.pending(hunk)
-        if self.revert:
-            return _nothing
-
-        def apply(body: Body, before: Inserts, after: Inserts) -> None:
-            wrapper = self.statement("class _:\n" + GET_TOP_K_TOKENS)
-            assert isinstance(wrapper, cst.ClassDef)
-            (method,) = wrapper.body.body
-            members = insert_before(cls.body.body, anchors[0], [method])
-            body[index] = cls.with_changes(body=cls.body.with_changes(body=members))
-
-        return apply
+        return pending((body.index(cls), cls, anchors[0]))

@@ -172,8 +172,19 @@ class DFlash2Speculator(DFlashSpeculator):
         self._cached_candidate_ids = torch.zeros(
             self._selector_scores.shape, dtype=torch.int64, device=device
         )
-        # 0.27.1 starts this buffer at 0, i.e. every unused row aimed at slot 0.
-        self.sample_idx_mapping.fill_(-1)
+
+    # 0.27.1's base allocates this buffer with zeros, i.e. every unused row
+    # aimed at slot 0. Making it inert on assignment, rather than after
+    # super().__init__(), holds whoever allocates it and whenever: a base
+    # constructor stubbed out in a test need not provide it at all.
+    @property
+    def sample_idx_mapping(self) -> torch.Tensor:
+        return self._sample_idx_mapping
+
+    @sample_idx_mapping.setter
+    def sample_idx_mapping(self, buffer: torch.Tensor) -> None:
+        buffer.fill_(-1)
+        self._sample_idx_mapping = buffer
 
     def draft_logits_spec(self, vllm_config: VllmConfig) -> tuple[torch.dtype, float]:
         # fp32, so the rejection sampler reads the values the walk sampled

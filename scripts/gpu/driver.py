@@ -1,27 +1,45 @@
-"""End-to-end DFlash2 check of the patched vLLM 0.27.1 engine on a CUDA GPU.
+"""End-to-end DFlash2 check of the patched vLLM 0.27.1 engine on a CUDA GPU,
+beside upstream vLLM 0.28.0.
 
-    python3 scripts/gpu/driver.py run --out DIR [--configs a,b,...]
-    python3 scripts/gpu/driver.py models --out DIR        # only write the models
+    python3 scripts/gpu/driver.py run --out DIR [--phases check,serve,throughput]
+                                      [--configs a,b,...] [--tp N] [--reuse]
+    python3 scripts/gpu/driver.py models --out DIR [--shapes tiny,prod]
 
-`run` writes three tiny random checkpoints (safetensors, the upstream layout)
-- a Qwen3 target, a DFlash2 draft and a DFlash1 draft - then starts one
-engine per configuration, each in its own process (all at once, they share
-the GPU), and compares what they generated:
+`run` writes random checkpoints (safetensors, the upstream layout) - a Qwen3
+target, a DFlash2 draft and a DFlash1 draft, at two shapes: `tiny` (hidden
+256, vocab 1024) and `prod` (hidden 2048, Qwen3's 151936-token vocab, top-k
+16 over 7 draft positions) - then runs its phases:
 
+check       one engine per configuration, each in its own process, all at once
+            on the GPU, then compares what they generated:
   1. the engine runs on the V2 model runner and builds exactly one
-     DFlash2Speculator for the DFlash2 draft, a DFlashSpeculator (and no
-     DFlash2Speculator) for the DFlash1 draft;
+     DFlash2Speculator for a DFlash2 draft (ours on 0.27.1, upstream's own on
+     0.28.0), a DFlashSpeculator (and no DFlash2Speculator) for DFlash1;
   2. greedy: the tokens with speculation equal those without, per prompt;
   3. sampled (temperature 0.7 and 1.3, one seed per request): the runs
      complete, a seeded run repeats itself, and the distribution of the
      sampled tokens at each position with speculation matches the one without
      (chi-square test of homogeneity, pass when every p-value > 0.001);
   4. the speculative-decoding counters (drafts, draft tokens, accepted);
-  5. 2-4 again with CUDA graphs (no enforce_eager).
+  5. 2-4 again with CUDA graphs (no enforce_eager), and at the prod shape;
+  6. upstream 0.28.0 against the patched 0.27.1, configuration by
+     configuration: the same greedy tokens, the same token for every seeded
+     sampled request at each temperature, the same counters per phase;
+  7. with --tp N: the same engines at tensor_parallel_size N (target and
+     draft), through vLLM's multiprocess executor, against the TP 1 ones.
+serve       `vllm serve` of the patched 0.27.1 (engine core in its own process)
+            with the DFlash2 draft: its greedy completions over HTTP equal the
+            offline engine's, and /metrics counts drafts and accepted tokens.
+throughput  each engine alone on the GPU, warmed up, on a full batch at the
+            prod shape (bfloat16, CUDA graphs): output tokens/s, median of
+            several repeats, DFlash2 and no speculation on both versions; the
+            judged figure is DFlash2's speedup on 0.27.1 against 0.28.0's.
 
-Needs the patched vLLM tree on PYTHONPATH (scripts/gpu/setup_device.sh);
-`models` needs only numpy. Exit status 0 when every check passes; DIR gets
-summary.json and one log per engine.
+Each vLLM version runs in its own processes, with its own tree first on
+PYTHONPATH (--tree-0271, --tree-0280; the wheels in --site serve both).
+Every engine writes its result file as it goes; a failed phase or engine is
+reported and the rest still run. Exit status 0 when every check passes; DIR
+gets summary.json and one log and one result per engine.
 
 The random weights are shaped so that drafting does something: the target is
 close to a bigram model whose greedy successor of each of four "cycle" tokens
@@ -35,7 +53,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import re
+import signal
+import statistics
 import struct
 import subprocess
 import sys
@@ -44,23 +66,24 @@ from pathlib import Path
 
 import numpy as np
 
-VOCAB = 1024
-HIDDEN = 256
-INTERMEDIATE = 512
-TARGET_LAYERS = 2
-HEADS = 4
-KV_HEADS = 2
-HEAD_DIM = 64
-DRAFT_LAYERS = 1
-BLOCK_SIZE = 4
-NUM_SPEC = BLOCK_SIZE - 1
-MASK_TOKEN = 1000
-TOP_K = 4
-RANK = 8
-TAPS = 3
-GROUP = 16
+SHAPES = {
+    "tiny": dict(
+        vocab=1024, hidden=256, intermediate=512, target_layers=2, heads=4,
+        kv_heads=2, head_dim=64, draft_layers=1, block_size=4, mask_token=1000,
+        top_k=4, rank=8, taps=3, group=16, beta=8.0, max_num_seqs=128,
+        kv_bytes=1 << 30,
+    ),
+    # Qwen3-1.7B's widths and vocabulary, two target layers. The successor's
+    # logit grows with log(vocab) so that it keeps the probability it has in
+    # the tiny vocabulary against 148x more competitors.
+    "prod": dict(
+        vocab=151936, hidden=2048, intermediate=6144, target_layers=2, heads=16,
+        kv_heads=8, head_dim=128, draft_layers=1, block_size=8, mask_token=151669,
+        top_k=16, rank=32, taps=3, group=16, beta=8.0 + math.log(151936 / 1024),
+        max_num_seqs=128, kv_bytes=2 << 30,
+    ),
+}
 CYCLE = [100, 101, 102, 103]
-BETA = 8.0     # logit of a cycle token's successor
 GAMMA = 1.0    # spread of every other logit
 RESIDUAL = 0.3  # scale of each sublayer's output against the unit-RMS stream
 SELECTOR_GAIN = 20.0
@@ -72,16 +95,70 @@ SAMPLED_REQUESTS = 2000
 SAMPLED_TOKENS = 6
 P_THRESHOLD = 1e-3
 
-# name: (draft, enforce_eager, dtype)
-CONFIGS = {
-    "base_eager": (None, True, "float32"),
-    "dflash2_eager": ("dflash2", True, "float32"),
-    "dflash1_eager": ("dflash1", True, "float32"),
-    "base_graph": (None, False, "float32"),
-    "dflash2_graph": ("dflash2", False, "float32"),
-    "base_eager_bf16": (None, True, "bfloat16"),
-    "dflash2_eager_bf16": ("dflash2", True, "bfloat16"),
-}
+BENCH_BATCH = 128
+BENCH_PROMPT = 64
+BENCH_TOKENS = 256
+BENCH_REPEATS = 15
+BENCH_WARMUPS = 2
+SPEEDUP_GOAL = 0.97
+
+VERSIONS = ("0.27.1", "0.28.0")
+KINDS = ("base", "dflash2", "dflash1")
+# The check phase's default configurations.
+CHECK_CONFIGS = [
+    "base_eager", "dflash2_eager", "dflash1_eager", "base_graph", "dflash2_graph",
+    "base_eager_bf16", "dflash2_eager_bf16",
+    "up_base_eager", "up_dflash2_eager", "up_base_graph", "up_dflash2_graph",
+    "prod_base_eager", "prod_dflash2_eager", "prod_base_graph", "prod_dflash2_graph",
+    "up_prod_dflash2_eager",
+]
+# What --tp N adds, each as tpN_<name>.
+TP_CONFIGS = ["base_eager", "dflash2_eager", "base_graph", "dflash2_graph",
+              "up_base_eager", "up_dflash2_eager", "up_dflash2_graph"]
+THROUGHPUT_CONFIGS = ["tput_base", "tput_dflash2", "tput_up_base", "tput_up_dflash2"]
+# NVLink multicast can take a shared host's GPUs out of service: off everywhere.
+NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+                "NVSHMEM_DISABLE_NVLS": "1", "VLLM_ALLREDUCE_USE_SYMM_MEM": "0"}
+
+
+def config_of(name: str) -> dict:
+    """A configuration from its name: [tput_|tpN_][up_][prod_]KIND[_MODE][_bf16].
+
+    `up_` is upstream 0.28.0 (else the patched 0.27.1), `tpN_` tensor
+    parallel N through the multiprocess executor (tp1_ is TP 1 on that same
+    path), `tput_` a throughput engine (prod shape, bf16, CUDA graphs).
+    """
+    parts = name.split("_")
+    config = {"name": name, "role": "check", "tp": 1, "executor": None,
+              "version": VERSIONS[0], "shape": "tiny", "dtype": "float32",
+              "eager": True, "draft": None}
+    if parts and parts[0] == "tput":
+        config.update(role="throughput", shape="prod", dtype="bfloat16", eager=False)
+        parts.pop(0)
+    if parts and re.fullmatch(r"tp\d+", parts[0]):
+        config.update(tp=int(parts.pop(0)[2:]), executor="mp")
+    if parts and parts[0] == "up":
+        config["version"] = VERSIONS[1]
+        parts.pop(0)
+    if parts and parts[0] == "prod":
+        config["shape"] = "prod"
+        parts.pop(0)
+    if not parts or parts[0] not in KINDS:
+        raise ValueError(f"{name}: no kind among {KINDS}")
+    kind = parts.pop(0)
+    config["draft"] = None if kind == "base" else kind
+    if config["role"] == "check":
+        if not parts or parts[0] not in ("eager", "graph"):
+            raise ValueError(f"{name}: eager or graph?")
+        config["eager"] = parts.pop(0) == "eager"
+    if parts and parts[0] == "bf16":
+        config["dtype"] = "bfloat16"
+        parts.pop(0)
+    if parts:
+        raise ValueError(f"{name}: unknown suffix {'_'.join(parts)}")
+    if config["draft"] == "dflash1" and config["shape"] != "tiny":
+        raise ValueError(f"{name}: the DFlash1 draft is written at the tiny shape only")
+    return config
 
 
 # --------------------------------------------------------------------------
@@ -90,21 +167,21 @@ CONFIGS = {
 
 def save_safetensors(path: Path, tensors: dict[str, np.ndarray]) -> None:
     """Write float32 tensors in the safetensors format (no library needed)."""
-    header, blobs, offset = {}, [], 0
-    for name in sorted(tensors):
-        data = np.ascontiguousarray(tensors[name], dtype="<f4").tobytes()
+    header, offset = {}, 0
+    names = sorted(tensors)
+    for name in names:
+        size = tensors[name].size * 4
         header[name] = {"dtype": "F32", "shape": list(tensors[name].shape),
-                        "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
+                        "data_offsets": [offset, offset + size]}
+        offset += size
     header["__metadata__"] = {"format": "pt"}
     raw = json.dumps(header, separators=(",", ":")).encode()
     raw += b" " * (-len(raw) % 8)
     with open(path, "wb") as handle:
         handle.write(struct.pack("<Q", len(raw)))
         handle.write(raw)
-        for data in blobs:
-            handle.write(data)
+        for name in names:
+            handle.write(np.ascontiguousarray(tensors[name], dtype="<f4").data)
 
 
 def read_safetensors_header(path: Path) -> dict:
@@ -113,15 +190,15 @@ def read_safetensors_header(path: Path) -> dict:
         return json.loads(handle.read(length))
 
 
-def _config_common() -> dict:
+def _config_common(s: dict) -> dict:
     return {
         "model_type": "qwen3",
-        "vocab_size": VOCAB,
-        "hidden_size": HIDDEN,
-        "intermediate_size": INTERMEDIATE,
-        "num_attention_heads": HEADS,
-        "num_key_value_heads": KV_HEADS,
-        "head_dim": HEAD_DIM,
+        "vocab_size": s["vocab"],
+        "hidden_size": s["hidden"],
+        "intermediate_size": s["intermediate"],
+        "num_attention_heads": s["heads"],
+        "num_key_value_heads": s["kv_heads"],
+        "head_dim": s["head_dim"],
         "hidden_act": "silu",
         "max_position_embeddings": 2048,
         "rms_norm_eps": 1e-6,
@@ -134,18 +211,18 @@ def _config_common() -> dict:
     }
 
 
-def target_config() -> dict:
-    return {**_config_common(), "architectures": ["Qwen3ForCausalLM"],
-            "num_hidden_layers": TARGET_LAYERS}
+def target_config(s: dict) -> dict:
+    return {**_config_common(s), "architectures": ["Qwen3ForCausalLM"],
+            "num_hidden_layers": s["target_layers"]}
 
 
-def draft_config(kind: str) -> dict:
-    dflash = {"mask_token_id": MASK_TOKEN, "target_layer_ids": [0, 1]}
-    config = {**_config_common(), "num_hidden_layers": DRAFT_LAYERS,
-              "block_size": BLOCK_SIZE}
+def draft_config(kind: str, s: dict) -> dict:
+    dflash = {"mask_token_id": s["mask_token"], "target_layer_ids": [0, 1]}
+    config = {**_config_common(s), "num_hidden_layers": s["draft_layers"],
+              "block_size": s["block_size"]}
     if kind == "dflash2":
-        dflash.update(selector_top_k=TOP_K, selector_rank=RANK,
-                      conv_kernel_size=TAPS, conv_group_size=GROUP)
+        dflash.update(selector_top_k=s["top_k"], selector_rank=s["rank"],
+                      conv_kernel_size=s["taps"], conv_group_size=s["group"])
         config.update(architectures=["DFlash2DraftModel"], is_causal=False)
     else:
         config.update(architectures=["DFlashDraftModel"])
@@ -154,87 +231,99 @@ def draft_config(kind: str) -> dict:
 
 
 class _Weights:
-    def __init__(self, seed: int) -> None:
+    """Seeded weights; `fast` draws float32 directly (prod-size matrices)."""
+
+    def __init__(self, seed: int, fast: bool = False) -> None:
         self.rng = np.random.default_rng(seed)
+        self.fast = fast
 
     def normal(self, shape, std) -> np.ndarray:
+        if self.fast:
+            out = self.rng.standard_normal(shape, dtype=np.float32)
+            out *= np.float32(std)
+            return out
         return (self.rng.standard_normal(shape) * std).astype(np.float32)
 
     def ones(self, n: int) -> np.ndarray:
         return (1.0 + self.rng.standard_normal(n) * 0.02).astype(np.float32)
 
 
-def _decoder_layer(w: _Weights, prefix: str) -> dict[str, np.ndarray]:
+def _decoder_layer(w: _Weights, prefix: str, s: dict) -> dict[str, np.ndarray]:
     """One Qwen3 decoder layer, HF names; sublayer outputs at RESIDUAL scale."""
-    q, kv = HEADS * HEAD_DIM, KV_HEADS * HEAD_DIM
+    hidden, inter = s["hidden"], s["intermediate"]
+    q, kv = s["heads"] * s["head_dim"], s["kv_heads"] * s["head_dim"]
     return {
-        f"{prefix}self_attn.q_proj.weight": w.normal((q, HIDDEN), HIDDEN ** -0.5),
-        f"{prefix}self_attn.k_proj.weight": w.normal((kv, HIDDEN), HIDDEN ** -0.5),
-        f"{prefix}self_attn.v_proj.weight": w.normal((kv, HIDDEN), HIDDEN ** -0.5),
-        f"{prefix}self_attn.o_proj.weight": w.normal((HIDDEN, q), RESIDUAL * q ** -0.5),
-        f"{prefix}self_attn.q_norm.weight": w.ones(HEAD_DIM),
-        f"{prefix}self_attn.k_norm.weight": w.ones(HEAD_DIM),
-        f"{prefix}mlp.gate_proj.weight": w.normal((INTERMEDIATE, HIDDEN), HIDDEN ** -0.5),
-        f"{prefix}mlp.up_proj.weight": w.normal((INTERMEDIATE, HIDDEN), HIDDEN ** -0.5),
+        f"{prefix}self_attn.q_proj.weight": w.normal((q, hidden), hidden ** -0.5),
+        f"{prefix}self_attn.k_proj.weight": w.normal((kv, hidden), hidden ** -0.5),
+        f"{prefix}self_attn.v_proj.weight": w.normal((kv, hidden), hidden ** -0.5),
+        f"{prefix}self_attn.o_proj.weight": w.normal((hidden, q), RESIDUAL * q ** -0.5),
+        f"{prefix}self_attn.q_norm.weight": w.ones(s["head_dim"]),
+        f"{prefix}self_attn.k_norm.weight": w.ones(s["head_dim"]),
+        f"{prefix}mlp.gate_proj.weight": w.normal((inter, hidden), hidden ** -0.5),
+        f"{prefix}mlp.up_proj.weight": w.normal((inter, hidden), hidden ** -0.5),
         f"{prefix}mlp.down_proj.weight": w.normal(
-            (HIDDEN, INTERMEDIATE), RESIDUAL * INTERMEDIATE ** -0.5),
-        f"{prefix}input_layernorm.weight": w.ones(HIDDEN),
-        f"{prefix}post_attention_layernorm.weight": w.ones(HIDDEN),
+            (hidden, inter), RESIDUAL * inter ** -0.5),
+        f"{prefix}input_layernorm.weight": w.ones(hidden),
+        f"{prefix}post_attention_layernorm.weight": w.ones(hidden),
     }
 
 
-def target_weights(seed: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    w = _Weights(seed)
-    embed = w.normal((VOCAB, HIDDEN), 1.0)
-    unit = embed / np.linalg.norm(embed, axis=1, keepdims=True)
+def target_weights(seed: int, s: dict, fast: bool = False):
+    w = _Weights(seed, fast)
+    vocab, hidden = s["vocab"], s["hidden"]
+    embed = w.normal((vocab, hidden), 1.0)
+    unit = embed[CYCLE] / np.linalg.norm(embed[CYCLE], axis=1, keepdims=True)
     # The mask token's embedding points at the four cycle tokens at once.
-    mask_dir = unit[CYCLE].sum(0)
+    mask_dir = unit.sum(0)
     mask_dir /= np.linalg.norm(mask_dir)
-    embed[MASK_TOKEN] = mask_dir * np.sqrt(HIDDEN)
-    lm_head = w.normal((VOCAB, HIDDEN), GAMMA * HIDDEN ** -0.5)
+    mask_dir = mask_dir.astype(np.float32)
+    embed[s["mask_token"]] = mask_dir * np.sqrt(hidden)
+    lm_head = w.normal((vocab, hidden), GAMMA * hidden ** -0.5)
     # Other tokens score ~0 at the draft's mask slots ...
-    lm_head -= np.outer(lm_head @ mask_dir, mask_dir)
-    # ... and each cycle token's successor scores ~BETA after it.
-    for i, token in enumerate(CYCLE):
-        lm_head[CYCLE[(i + 1) % len(CYCLE)]] = BETA * HIDDEN ** -0.5 * unit[token]
+    lm_head -= np.outer(lm_head @ mask_dir, mask_dir).astype(np.float32)
+    # ... and each cycle token's successor scores ~beta after it.
+    for i in range(len(CYCLE)):
+        lm_head[CYCLE[(i + 1) % len(CYCLE)]] = s["beta"] * hidden ** -0.5 * unit[i]
     tensors = {"model.embed_tokens.weight": embed, "lm_head.weight": lm_head,
-               "model.norm.weight": w.ones(HIDDEN)}
-    for layer in range(TARGET_LAYERS):
-        tensors.update(_decoder_layer(w, f"model.layers.{layer}."))
+               "model.norm.weight": w.ones(hidden)}
+    for layer in range(s["target_layers"]):
+        tensors.update(_decoder_layer(w, f"model.layers.{layer}.", s))
     return tensors, mask_dir
 
 
-def draft_weights(kind: str, mask_dir: np.ndarray, seed: int) -> dict[str, np.ndarray]:
+def draft_weights(kind: str, mask_dir: np.ndarray, seed: int, s: dict,
+                  fast: bool = False) -> dict[str, np.ndarray]:
     """Upstream layout: no `model.` prefix, no embed_tokens or lm_head (shared)."""
-    w = _Weights(seed)
+    w = _Weights(seed, fast)
+    hidden, vocab, rank, taps = s["hidden"], s["vocab"], s["rank"], s["taps"]
     tensors = {
-        "fc.weight": w.normal((HIDDEN, 2 * HIDDEN), (2 * HIDDEN) ** -0.5),
-        "hidden_norm.weight": w.ones(HIDDEN),
-        "norm.weight": w.ones(HIDDEN),
+        "fc.weight": w.normal((hidden, 2 * hidden), (2 * hidden) ** -0.5),
+        "hidden_norm.weight": w.ones(hidden),
+        "norm.weight": w.ones(hidden),
     }
-    for layer in range(DRAFT_LAYERS):
+    for layer in range(s["draft_layers"]):
         prefix = f"layers.{layer}."
-        tensors.update(_decoder_layer(w, prefix))
+        tensors.update(_decoder_layer(w, prefix, s))
         if kind != "dflash2":
             continue
-        groups = HIDDEN // GROUP
+        groups = hidden // s["group"]
         for conv in ("attention_conv", "mlp_conv"):
-            base = w.normal((2, TAPS, HIDDEN), 0.05)
+            base = w.normal((2, taps, hidden), 0.05)
             base[:, 0] += 1.0  # tap 0 (the slot itself) near identity
             tensors[f"{prefix}{conv}.base_kernel"] = base
             tensors[f"{prefix}{conv}.kernel_projection.weight"] = w.normal(
-                (2 * TAPS * groups, HIDDEN), 0.05 * HIDDEN ** -0.5)
+                (2 * taps * groups, hidden), 0.05 * hidden ** -0.5)
     if kind == "dflash2":
-        predecessor = w.normal((VOCAB, RANK), 0.1)
-        successor = w.normal((VOCAB, RANK), 0.1)
+        predecessor = w.normal((vocab, rank), 0.1)
+        successor = w.normal((vocab, rank), 0.1)
         for i, token in enumerate(CYCLE):
             predecessor[token] = 0.0
             predecessor[token, i] = SELECTOR_GAIN
             successor[CYCLE[(i + 1) % len(CYCLE)]] = 0.0
             successor[CYCLE[(i + 1) % len(CYCLE)], i] = 1.0
         # The projected hidden state is ~1 in every rank at a mask slot.
-        projection = np.tile(mask_dir / np.sqrt(HIDDEN), (RANK, 1)).astype(np.float32)
-        projection += w.normal(projection.shape, 0.01 * HIDDEN ** -0.5)
+        projection = np.tile(mask_dir / np.sqrt(hidden), (rank, 1)).astype(np.float32)
+        projection += w.normal(projection.shape, 0.01 * hidden ** -0.5)
         tensors.update({
             "candidate_selector.predecessor_codebook": predecessor,
             "candidate_selector.successor_codebook": successor,
@@ -243,9 +332,10 @@ def draft_weights(kind: str, mask_dir: np.ndarray, seed: int) -> dict[str, np.nd
     return tensors
 
 
-def prompts(seed: int) -> dict[str, list]:
+def prompts(seed: int, s: dict) -> dict[str, list]:
     rng = np.random.default_rng(seed)
-    pool = np.array([t for t in range(3, VOCAB) if t not in CYCLE and t != MASK_TOKEN])
+    excluded = set(CYCLE) | {s["mask_token"]}
+    pool = np.array([t for t in range(3, min(s["vocab"], 32768)) if t not in excluded])
     lengths = np.linspace(3, 120, GREEDY_PROMPTS).astype(int)
     greedy = []
     for i, length in enumerate(lengths):
@@ -255,23 +345,35 @@ def prompts(seed: int) -> dict[str, list]:
         greedy.append(tokens)
     sampled = rng.choice(pool, size=12).tolist()
     sampled[-1] = CYCLE[0]
-    return {"greedy": greedy, "sampled": sampled}
+    bench = []
+    for i in range(BENCH_BATCH):
+        tokens = rng.choice(pool, size=BENCH_PROMPT).tolist()
+        if i % 2 == 0:
+            tokens[-1] = CYCLE[i // 2 % len(CYCLE)]
+        bench.append(tokens)
+    return {"greedy": greedy, "sampled": sampled, "bench": bench}
 
 
-def write_models(out: Path, seed: int = 0) -> dict[str, str]:
+def write_models(out: Path, shape: str = "tiny", seed: int = 0) -> dict[str, str]:
+    """The checkpoints of one shape under out/shape (the tiny one also has DFlash1)."""
+    s = SHAPES[shape]
+    fast = shape != "tiny"
+    root = out / shape
     paths = {}
-    target, mask_dir = target_weights(seed)
-    models = {"target": (target_config(), target)}
-    for kind, offset in (("dflash2", 1), ("dflash1", 2)):
-        models[kind] = (draft_config(kind), draft_weights(kind, mask_dir, seed + offset))
+    target, mask_dir = target_weights(seed, s, fast)
+    models = {"target": (target_config(s), target)}
+    kinds = (("dflash2", 1), ("dflash1", 2)) if shape == "tiny" else (("dflash2", 1),)
+    for kind, offset in kinds:
+        models[kind] = (draft_config(kind, s), draft_weights(kind, mask_dir, seed + offset,
+                                                              s, fast))
     for name, (config, tensors) in models.items():
-        directory = out / name
+        directory = root / name
         directory.mkdir(parents=True, exist_ok=True)
         (directory / "config.json").write_text(json.dumps(config, indent=1))
         save_safetensors(directory / "model.safetensors", tensors)
         paths[name] = str(directory)
-    (out / "prompts.json").write_text(json.dumps(prompts(seed)))
-    paths["prompts"] = str(out / "prompts.json")
+    (root / "prompts.json").write_text(json.dumps(prompts(seed, s)))
+    paths["prompts"] = str(root / "prompts.json")
     return paths
 
 
@@ -304,80 +406,115 @@ def _delta(after: dict, before: dict) -> dict:
     return out
 
 
-def _introspect() -> dict:
-    import gc
+def _worker_count_drafts(_worker=None) -> bool:
+    """Count _generate_draft calls on both speculator classes, where they run.
 
+    Called in the engine's process before it starts (a forked worker inherits
+    the wrapper) and again in each worker through collective_rpc, which
+    covers workers that were spawned; a class wrapped once is left alone.
+    """
+    from vllm.v1.worker.gpu.spec_decode.dflash import speculator as dflash1_module
+    from vllm.v1.worker.gpu.spec_decode.dflash2 import speculator as dflash2_module
+
+    for cls in (dflash1_module.DFlashSpeculator, dflash2_module.DFlash2Speculator):
+        if "_driver_draft_calls" in cls.__dict__:
+            continue
+        original = cls._generate_draft
+
+        def wrapper(self, *args, _original=original, _cls=cls, **kwargs):
+            _cls._driver_draft_calls += 1
+            return _original(self, *args, **kwargs)
+
+        cls._driver_draft_calls = 0
+        cls._generate_draft = wrapper
+    return True
+
+
+def _worker_introspect(_worker=None) -> dict:
+    """What this process built: speculators, model runners, module origins."""
+    import gc
+    import inspect
+    from pathlib import Path as _Path
+
+    from vllm.model_executor.models import qwen3_dflash2
     from vllm.v1.worker.gpu.spec_decode.dflash.speculator import DFlashSpeculator
     from vllm.v1.worker.gpu.spec_decode.dflash2.speculator import DFlash2Speculator
 
     # The engine freezes its start-up heap (gc.freeze), which hides it from
     # gc.get_objects; unfreezing only lets the collector see it again.
     gc.unfreeze()
-    speculators, runners = {}, set()
+    speculators, runners, dflash2_instances = {}, set(), 0
     for obj in gc.get_objects():
         if isinstance(obj, DFlashSpeculator):
             name = type(obj).__name__
             speculators[name] = speculators.get(name, 0) + 1
+            dflash2_instances += isinstance(obj, DFlash2Speculator)
         elif type(obj).__name__ == "GPUModelRunner":
             runners.add(type(obj).__module__)
-    import inspect
-
-    from vllm.model_executor.models import qwen3_dflash2
-
     modules = {}
     for module in (qwen3_dflash2, inspect.getmodule(DFlash2Speculator)):
-        path = Path(inspect.getsourcefile(module))
+        path = _Path(inspect.getsourcefile(module))
         header = path.read_text().splitlines()[:4]
         modules[module.__name__] = {
             "file": str(path),
             "this_tool": any("dflash2-backport" in line for line in header)}
-    return {
-        "modules": modules,
-        "speculators": speculators,
-        "dflash2_instances": sum(
-            isinstance(o, DFlash2Speculator) for o in gc.get_objects()
-            if isinstance(o, DFlashSpeculator)),
-        "model_runners": sorted(runners),
-    }
+    calls = {f"{cls.__name__}._generate_draft": cls.__dict__.get("_driver_draft_calls")
+             for cls in (DFlashSpeculator, DFlash2Speculator)}
+    return {"modules": modules, "speculators": speculators,
+            "dflash2_instances": dflash2_instances, "model_runners": sorted(runners),
+            "draft_calls": calls, "pid": os.getpid()}
 
 
-def run_engine(name: str, models: dict, result_path: Path) -> None:
-    draft, eager, dtype = CONFIGS[name]
-    calls = {"DFlash2Speculator._generate_draft": 0, "DFlashSpeculator._generate_draft": 0}
-
-    from vllm.v1.worker.gpu.spec_decode.dflash import speculator as dflash1_module
-    from vllm.v1.worker.gpu.spec_decode.dflash2 import speculator as dflash2_module
-
-    def counted(cls, key):
-        original = cls._generate_draft
-
-        def wrapper(self, *args, **kwargs):
-            calls[key] += 1
-            return original(self, *args, **kwargs)
-
-        cls._generate_draft = wrapper
-
-    counted(dflash1_module.DFlashSpeculator, "DFlashSpeculator._generate_draft")
-    counted(dflash2_module.DFlash2Speculator, "DFlash2Speculator._generate_draft")
-
-    from vllm import LLM, SamplingParams
-
+def engine_kwargs(config: dict, models: dict) -> dict:
+    s = SHAPES[config["shape"]]
+    throughput = config["role"] == "throughput"
     kwargs = dict(
-        model=models["target"], dtype=dtype, skip_tokenizer_init=True, seed=0,
-        max_model_len=512, max_num_seqs=128, gpu_memory_utilization=0.1,
-        kv_cache_memory_bytes=2 << 30, enforce_eager=eager, disable_log_stats=False,
+        model=models["target"], dtype=config["dtype"], skip_tokenizer_init=True, seed=0,
+        max_model_len=512, max_num_seqs=BENCH_BATCH if throughput else s["max_num_seqs"],
+        gpu_memory_utilization=0.1, kv_cache_memory_bytes=s["kv_bytes"],
+        enforce_eager=config["eager"], disable_log_stats=False,
         attention_config={"backend": "TRITON_ATTN"},
     )
-    if draft is not None:
+    if throughput:
+        # Every step of the timed batch replays a captured graph, a verify step
+        # of BENCH_BATCH * block_size tokens included (the default stops at 512).
+        kwargs["compilation_config"] = {
+            "max_cudagraph_capture_size": BENCH_BATCH * s["block_size"]}
+    if config["executor"]:
+        kwargs.update(tensor_parallel_size=config["tp"],
+                      distributed_executor_backend=config["executor"],
+                      disable_custom_all_reduce=True)
+    if config["draft"] is not None:
         kwargs["speculative_config"] = {
-            "method": "dflash", "model": models[draft],
-            "num_speculative_tokens": NUM_SPEC, "attention_backend": "TRITON_ATTN",
+            "method": "dflash", "model": models[config["draft"]],
+            "num_speculative_tokens": s["block_size"] - 1,
+            "attention_backend": "TRITON_ATTN",
         }
-    result = {"config": name, "draft": draft, "enforce_eager": eager, "dtype": dtype}
+        if config["executor"]:
+            kwargs["speculative_config"]["draft_tensor_parallel_size"] = config["tp"]
+    return kwargs
+
+
+def run_engine(name: str, models_by_shape: dict, result_path: Path) -> None:
+    config = config_of(name)
+    models = models_by_shape[config["shape"]]
+    result = {"config": name, **{k: config[k] for k in (
+        "draft", "eager", "dtype", "version", "shape", "tp", "role")},
+        "enforce_eager": config["eager"], "errors": {}}
+    try:
+        _worker_count_drafts()
+    except Exception as exc:  # noqa: BLE001 - the count is a figure, not a check
+        result["errors"]["count_drafts"] = repr(exc)
+
+    import vllm
+    from vllm import LLM, SamplingParams
+
+    result["vllm_version"] = vllm.__version__
+    result["vllm_file"] = vllm.__file__
+    kwargs = engine_kwargs(config, models)
     started = time.time()
     llm = LLM(**kwargs)
     result["startup_s"] = round(time.time() - started, 1)
-    result.update(_introspect())
     result["use_v2_model_runner"] = bool(
         getattr(llm.llm_engine.vllm_config, "use_v2_model_runner", False))
     data = json.loads(Path(models["prompts"]).read_text())
@@ -387,7 +524,13 @@ def run_engine(name: str, models: dict, result_path: Path) -> None:
                                params, use_tqdm=False)
         return [list(o.outputs[0].token_ids) for o in outputs]
 
-    result["errors"] = {}
+    def introspect():
+        workers = llm.collective_rpc(_worker_introspect)
+        first = workers[0]
+        result.update({k: first[k] for k in (
+            "modules", "speculators", "dflash2_instances", "model_runners")})
+        result["draft_calls"] = first["draft_calls"]
+        result["workers"] = workers
 
     def phase(key, body):
         """Run one phase; keep what the others found if it raises."""
@@ -398,9 +541,10 @@ def run_engine(name: str, models: dict, result_path: Path) -> None:
 
             result["errors"][key] = traceback.format_exc()[-2000:]
             print(result["errors"][key], flush=True)
-        result["draft_calls"] = dict(calls)
         result_path.write_text(json.dumps(result))
 
+    phase("count_drafts_in_workers", lambda: llm.collective_rpc(_worker_count_drafts))
+    phase("introspect", introspect)
     state = {"counters": _spec_counters(llm)}
 
     def greedy_phase():
@@ -433,12 +577,155 @@ def run_engine(name: str, models: dict, result_path: Path) -> None:
         again = generate([data["sampled"]] * 64, params)
         first = result["sampled"][str(TEMPERATURES[-1])][:64]
         result["seeded_repeat_equal"] = sum(a == b for a, b in zip(again, first))
+        state["counters"] = _spec_counters(llm)
 
-    phase("greedy", greedy_phase)
-    for temperature in TEMPERATURES:
-        phase(f"T{temperature}", lambda t=temperature: sampled_phase(t))
-    phase("repeat", repeat_phase)
+    def throughput_phase():
+        params = SamplingParams(temperature=0.0, max_tokens=BENCH_TOKENS,
+                                ignore_eos=True, detokenize=False)
+        for _ in range(BENCH_WARMUPS):  # the same batch, untimed
+            generate(data["bench"], params)
+        before = _spec_counters(llm)
+        runs, digests = [], []
+        for _ in range(BENCH_REPEATS):
+            started = time.perf_counter()
+            tokens = generate(data["bench"], params)
+            elapsed = time.perf_counter() - started
+            runs.append(sum(map(len, tokens)) / elapsed)
+            digests.append(hash(json.dumps(tokens)) & 0xFFFFFFFF)
+        result["throughput"] = {
+            "tokens_per_s": runs, "median": statistics.median(runs),
+            "requests": len(data["bench"]), "prompt_tokens": BENCH_PROMPT,
+            "output_tokens": BENCH_TOKENS,
+            "counters": _delta(_spec_counters(llm), before),
+            "outputs_stable": len(set(digests)) == 1,
+        }
+        result["bench_tokens"] = tokens
+
+    if config["role"] == "throughput":
+        phase("throughput", throughput_phase)
+    else:
+        phase("greedy", greedy_phase)
+        for temperature in TEMPERATURES:
+            phase(f"T{temperature}", lambda t=temperature: sampled_phase(t))
+        phase("repeat", repeat_phase)
+    phase("draft_calls", introspect)
     print(f"[{name}] done", flush=True)
+
+
+# --------------------------------------------------------------------------
+# `vllm serve` (runs in its own process; the server in another)
+# --------------------------------------------------------------------------
+
+def _http(url: str, body: dict | None = None, timeout: float = 30.0):
+    import urllib.request
+
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(
+        url, data=data, headers={"Content-Type": "application/json"} if data else {})
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return response.status, response.read().decode()
+
+
+def parse_spec_metrics(text: str) -> dict:
+    """The spec-decode counters of a Prometheus text page, summed over labels."""
+    found: dict = {}
+    pattern = re.compile(r'^vllm:spec_decode_(\w+?)(?:_total)?(\{[^}]*\})?\s+(\S+)$')
+    for line in text.splitlines():
+        match = pattern.match(line)
+        if not match or line.startswith("#"):
+            continue
+        key, labels, value = match.group(1), match.group(2) or "", float(match.group(3))
+        if key.endswith("_created"):
+            continue
+        position = re.search(r'position="(\d+)"', labels)
+        if position:
+            values = found.setdefault(key, [])
+            index = int(position.group(1))
+            values.extend([0.0] * (index + 1 - len(values)))
+            values[index] += value
+        else:
+            found[key] = found.get(key, 0.0) + value
+    return found
+
+
+def run_serve(models_by_shape: dict, result_path: Path, port: int, timeout: float) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    models = models_by_shape["tiny"]
+    s = SHAPES["tiny"]
+    result = {"config": "serve", "version": VERSIONS[0], "errors": {}}
+    env = dict(os.environ)
+    # The OpenAI server's engine core runs in a process of its own.
+    env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
+    speculative = {"method": "dflash", "model": models["dflash2"],
+                   "num_speculative_tokens": s["block_size"] - 1,
+                   "attention_backend": "TRITON_ATTN"}
+    command = [
+        sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", models["target"],
+        "--served-model-name", "target", "--host", "127.0.0.1", "--port", str(port),
+        "--dtype", "float32", "--seed", "0", "--max-model-len", "512",
+        "--max-num-seqs", str(s["max_num_seqs"]), "--gpu-memory-utilization", "0.1",
+        "--kv-cache-memory-bytes", str(s["kv_bytes"]), "--enforce-eager",
+        "--skip-tokenizer-init", "--attention-config", '{"backend": "TRITON_ATTN"}',
+        "--speculative-config", json.dumps(speculative),
+    ]
+    result["command"] = command
+    log = open(result_path.with_suffix(".server.log"), "w")
+    started = time.time()
+    server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env,
+                              start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+
+    def save():
+        result_path.write_text(json.dumps(result))
+
+    try:
+        while True:
+            if server.poll() is not None:
+                raise RuntimeError(f"server exited {server.returncode} before healthy")
+            if time.time() - started > timeout:
+                raise TimeoutError(f"not healthy after {timeout:.0f} s")
+            try:
+                if _http(f"{base}/health", timeout=5)[0] == 200:
+                    break
+            except OSError:
+                pass
+            time.sleep(2)
+        result["healthy_after_s"] = round(time.time() - started, 1)
+        save()
+        data = json.loads(Path(models["prompts"]).read_text())
+
+        def complete(prompt):
+            status, text = _http(f"{base}/v1/completions", {
+                "model": "target", "prompt": prompt, "max_tokens": GREEDY_TOKENS,
+                "temperature": 0.0, "ignore_eos": True, "return_token_ids": True,
+            }, timeout=120)
+            return json.loads(text)["choices"][0]["token_ids"]
+
+        before = parse_spec_metrics(_http(f"{base}/metrics")[1])
+        with ThreadPoolExecutor(8) as pool:
+            result["greedy"] = list(pool.map(complete, data["greedy"]))
+        after = parse_spec_metrics(_http(f"{base}/metrics")[1])
+        result["counters_greedy"] = _delta(after, before)
+        result["metrics_total"] = after
+    except Exception:  # noqa: BLE001 - reported in the summary
+        import traceback
+
+        result["errors"]["serve"] = traceback.format_exc()[-2000:]
+        print(result["errors"]["serve"], flush=True)
+    finally:
+        try:
+            os.killpg(server.pid, signal.SIGINT)
+            server.wait(timeout=30)
+        except (subprocess.TimeoutExpired, ProcessLookupError):
+            try:
+                os.killpg(server.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            server.wait()
+        log.close()
+        save()
+    print("[serve] done", flush=True)
 
 
 # --------------------------------------------------------------------------
@@ -483,7 +770,8 @@ def compare_greedy(reference: list, other: list) -> dict:
                          min(len(x), len(y)))
             diverged.append({"prompt": i, "first_diff": first})
     return {"equal_prompts": equal, "prompts": len(reference),
-            "tokens": tokens, "diverged": diverged}
+            "tokens": tokens, "diverged": diverged,
+            "same_count": len(reference) == len(other)}
 
 
 def compare_sampled(reference: dict, other: dict) -> dict:
@@ -499,6 +787,10 @@ def compare_sampled(reference: dict, other: dict) -> dict:
     return report
 
 
+COUNTER_KEYS = ("num_drafts", "num_draft_tokens", "num_accepted_tokens",
+                "num_accepted_tokens_per_pos")
+
+
 def acceptance(counters: dict) -> str:
     drafts = counters.get("num_drafts", 0.0)
     proposed = counters.get("num_draft_tokens", 0.0)
@@ -511,6 +803,72 @@ def acceptance(counters: dict) -> str:
             f"per_pos={[int(v) for v in per_pos]}")
 
 
+def _split(name: str) -> tuple[str, str]:
+    """(prefix, rest): 'up_prod_dflash2_eager' -> ('up_prod_', 'dflash2_eager')."""
+    parts = name.split("_")
+    for i, part in enumerate(parts):
+        if part in KINDS:
+            return "".join(p + "_" for p in parts[:i]), "_".join(parts[i:])
+    return "", name
+
+
+def compare_versions(ours: dict, upstream: dict) -> dict:
+    """Token-for-token and counter-for-counter identity of two engines' results."""
+    report = {"identical": True, "parts": {}}
+
+    def part(key, equal, figure):
+        report["parts"][key] = {"equal": equal, "figure": figure}
+        report["identical"] &= equal
+
+    if "greedy" in ours or "greedy" in upstream:
+        g = compare_greedy(ours.get("greedy", []), upstream.get("greedy", []))
+        part("greedy", g["same_count"] and g["equal_prompts"] == g["prompts"],
+             f"{g['equal_prompts']}/{g['prompts']} prompts identical; "
+             f"diverged={g['diverged'][:6]}")
+    for temperature in map(str, TEMPERATURES):
+        a = ours.get("sampled", {}).get(temperature)
+        b = upstream.get("sampled", {}).get(temperature)
+        if a is None and b is None:
+            continue
+        a, b = a or [], b or []
+        equal = sum(x == y for x, y in zip(a, b))
+        first = [i for i, (x, y) in enumerate(zip(a, b)) if x != y][:6]
+        part(f"sampled T={temperature}", len(a) == len(b) and equal == len(a),
+             f"{equal}/{max(len(a), len(b))} seeded requests identical; "
+             f"first differing seeds={first}")
+    phases = ("greedy", *(f"T{t}" for t in TEMPERATURES))
+    for phase in phases:
+        a, b = ours.get(f"counters_{phase}"), upstream.get(f"counters_{phase}")
+        if a is None and b is None:
+            continue
+        a = {k: v for k, v in (a or {}).items() if k in COUNTER_KEYS}
+        b = {k: v for k, v in (b or {}).items() if k in COUNTER_KEYS}
+        if a == b:
+            figure = acceptance(a) if a else "no spec-decode counters on either"
+        else:
+            figure = f"0.27.1: {acceptance(a)} | 0.28.0: {acceptance(b)}"
+        part(f"counters {phase}", a == b, figure)
+    if "seeded_repeat_equal" in ours or "seeded_repeat_equal" in upstream:
+        part("seeded repeat", ours.get("seeded_repeat_equal") ==
+             upstream.get("seeded_repeat_equal"),
+             f"{ours.get('seeded_repeat_equal')} vs {upstream.get('seeded_repeat_equal')}")
+    return report
+
+
+def throughput_table(results: dict) -> dict | None:
+    rows = {}
+    for version, prefix in zip(VERSIONS, ("tput_", "tput_up_")):
+        row = {}
+        for kind in ("base", "dflash2"):
+            r = results.get(f"{prefix}{kind}", {})
+            t = r.get("throughput")
+            row[kind] = t
+        rows[version] = row
+    if not any(v for row in rows.values() for v in row.values()):
+        return None
+    return rows
+
+
 def summarize(results: dict) -> tuple[dict, bool]:
     ok = True
     checks = {}
@@ -521,114 +879,227 @@ def summarize(results: dict) -> tuple[dict, bool]:
         checks[key] = {"pass": passed, "figure": figure}
         print(f"{'PASS' if passed else 'FAIL'}  {key}: {figure}", flush=True)
 
-    for name in CONFIGS:
-        if name not in results:
-            continue
-        r = results[name]
+    def info(key: str, figure: str) -> None:
+        checks[f"{key} (info)"] = {"figure": figure}
+        print(f"INFO  {key}: {figure}", flush=True)
+
+    engines = {n: r for n, r in results.items() if n != "serve"}
+    for name, r in engines.items():
         if "error" in r:
             check(f"{name}: engine", False, r["error"])
             continue
-        v2 = "vllm.v1.worker.gpu.model_runner" in r["model_runners"]
-        if r["draft"] == "dflash2":
-            passed = v2 and r["speculators"] == {"DFlash2Speculator": 1}
-        elif r["draft"] == "dflash1":
-            passed = v2 and r["speculators"] == {"DFlashSpeculator": 1}
+        if "model_runners" not in r:
+            check(f"{name}: runner and speculator", False, "no introspection result")
         else:
-            passed = v2 and not r["speculators"]
-        ours = all(m["this_tool"] for m in r["modules"].values())
-        passed &= ours
-        check(f"{name}: runner and speculator", passed,
-              f"runners={r['model_runners']} use_v2_model_runner={r['use_v2_model_runner']} "
-              f"speculators={r['speculators']} draft_calls={r.get('draft_calls')} "
-              f"modules_from_this_tool={ours} "
-              f"startup={r['startup_s']}s")
+            upstream = r.get("version") == VERSIONS[1]
+            v2 = any(m.startswith("vllm.v1.worker.gpu.") for m in r["model_runners"])
+            workers = r.get("workers") or [r]
+            if r["draft"] == "dflash2":
+                expected = {"DFlash2Speculator": 1}
+            elif r["draft"] == "dflash1":
+                expected = {"DFlashSpeculator": 1}
+            else:
+                expected = {}
+            passed = all(w.get("speculators") == expected for w in workers)
+            if r["draft"] or not upstream:
+                passed &= v2
+            # Ours on 0.27.1; upstream's own on 0.28.0.
+            ours = all(m["this_tool"] for m in r["modules"].values())
+            theirs = not any(m["this_tool"] for m in r["modules"].values())
+            passed &= theirs if upstream else ours
+            check(f"{name}: runner and speculator", passed,
+                  f"vllm={r.get('vllm_version')} runners={r['model_runners']} "
+                  f"use_v2_model_runner={r.get('use_v2_model_runner')} "
+                  f"speculators={[w.get('speculators') for w in workers]} "
+                  f"draft_calls={r.get('draft_calls')} "
+                  f"modules_from_this_tool={ours} startup={r.get('startup_s')}s")
         for key, trace in r.get("errors", {}).items():
             check(f"{name}: {key} phase", False, trace.strip().splitlines()[-1])
 
+    prefixes = sorted({_split(n)[0] for n in engines if not n.startswith("tput_")})
     pairs = [("dflash2_eager", "base_eager"), ("dflash1_eager", "base_eager"),
              ("dflash2_graph", "base_graph"), ("dflash2_graph", "base_eager"),
              ("base_graph", "base_eager"), ("dflash2_eager_bf16", "base_eager_bf16")]
-    for spec, base in pairs:
-        if spec not in results or base not in results:
-            continue
-        if "greedy" not in results[spec] or "greedy" not in results[base]:
-            continue
-        g = compare_greedy(results[base]["greedy"], results[spec]["greedy"])
-        strict = not spec.endswith("bf16") and not (
-            spec == "base_graph" or (spec, base) == ("dflash2_graph", "base_eager"))
-        figure = (f"{g['equal_prompts']}/{g['prompts']} prompts identical over "
-                  f"{g['tokens']} tokens; diverged={g['diverged'][:8]}")
-        if strict:
-            check(f"greedy {spec} == {base}", g["equal_prompts"] == g["prompts"], figure)
-        else:
-            # Across graph/eager or in bf16 the target's own numerics differ;
-            # reported, not judged.
-            checks[f"greedy {spec} vs {base} (info)"] = {"figure": figure}
-            print(f"INFO  greedy {spec} vs {base}: {figure}", flush=True)
+    for prefix in prefixes:
+        for spec, base in pairs:
+            spec_r, base_r = results.get(prefix + spec, {}), results.get(prefix + base, {})
+            if "greedy" not in spec_r or "greedy" not in base_r:
+                continue
+            g = compare_greedy(base_r["greedy"], spec_r["greedy"])
+            strict = not spec.endswith("bf16") and not (
+                spec == "base_graph" or (spec, base) == ("dflash2_graph", "base_eager"))
+            figure = (f"{g['equal_prompts']}/{g['prompts']} prompts identical over "
+                      f"{g['tokens']} tokens; diverged={g['diverged'][:8]}")
+            if strict:
+                check(f"greedy {prefix}{spec} == {prefix}{base}",
+                      g["equal_prompts"] == g["prompts"], figure)
+            else:
+                # Across graph/eager or in bf16 the target's own numerics differ;
+                # reported, not judged.
+                info(f"greedy {prefix}{spec} vs {prefix}{base}", figure)
 
-    for spec, base in (("dflash2_eager", "base_eager"), ("dflash2_graph", "base_graph"),
-                       ("dflash1_eager", "base_eager")):
-        if spec not in results or base not in results:
-            continue
-        temps = {str(t) for t in TEMPERATURES}
-        if not all(temps <= set(results[x].get("sampled", {})) for x in (spec, base)):
-            continue
-        report = compare_sampled(results[base]["sampled"], results[spec]["sampled"])
-        worst = min(p["p"] for rows in report.values() for p in rows)
-        lines = "; ".join(
-            f"T={t}: " + " ".join(f"pos{p['pos']} p={p['p']:.3g} tv={p['tv']:.3f}"
-                                  for p in rows)
-            for t, rows in report.items())
-        check(f"sampled {spec} ~ {base} (chi-square, every p > {P_THRESHOLD})",
-              worst > P_THRESHOLD,
-              f"{SAMPLED_REQUESTS} seeded requests per arm and temperature; min p="
-              f"{worst:.3g}; {lines}")
-        checks[f"sampled {spec} ~ {base} (chi-square, every p > {P_THRESHOLD})"][
-            "detail"] = report
-        r = results[spec]
-        check(f"{spec}: seeded run repeats", r.get("seeded_repeat_equal") == 64,
-              f"{r.get('seeded_repeat_equal')}/64 requests identical on a second run")
+        for spec, base in (("dflash2_eager", "base_eager"), ("dflash2_graph", "base_graph"),
+                           ("dflash1_eager", "base_eager")):
+            spec_r, base_r = results.get(prefix + spec, {}), results.get(prefix + base, {})
+            temps = {str(t) for t in TEMPERATURES}
+            if not all(temps <= set(x.get("sampled", {})) for x in (spec_r, base_r)):
+                continue
+            report = compare_sampled(base_r["sampled"], spec_r["sampled"])
+            worst = min(p["p"] for rows in report.values() for p in rows)
+            lines = "; ".join(
+                f"T={t}: " + " ".join(f"pos{p['pos']} p={p['p']:.3g} tv={p['tv']:.3f}"
+                                      for p in rows)
+                for t, rows in report.items())
+            key = (f"sampled {prefix}{spec} ~ {prefix}{base} "
+                   f"(chi-square, every p > {P_THRESHOLD})")
+            check(key, worst > P_THRESHOLD,
+                  f"{SAMPLED_REQUESTS} seeded requests per arm and temperature; min p="
+                  f"{worst:.3g}; {lines}")
+            checks[key]["detail"] = report
+            check(f"{prefix}{spec}: seeded run repeats",
+                  spec_r.get("seeded_repeat_equal") == 64,
+                  f"{spec_r.get('seeded_repeat_equal')}/64 requests identical on a "
+                  "second run")
 
-    # The test's power: the two temperatures' distributions must differ.
-    if len(results.get("base_eager", {}).get("sampled", {})) == len(TEMPERATURES):
-        s = results["base_eager"]["sampled"]
-        t0, t1 = (str(t) for t in TEMPERATURES)
-        p, tv, _ = chi_square_homogeneity([r[1] for r in s[t0]], [r[1] for r in s[t1]])
-        check("power: T=0.7 vs T=1.3 (base_eager, pos1) is told apart", p < P_THRESHOLD,
-              f"p={p:.3g} tv={tv:.3f}")
+        # The test's power: the two temperatures' distributions must differ.
+        s = results.get(prefix + "base_eager", {}).get("sampled", {})
+        if len(s) == len(TEMPERATURES):
+            t0, t1 = (str(t) for t in TEMPERATURES)
+            p, tv, _ = chi_square_homogeneity([r[1] for r in s[t0]], [r[1] for r in s[t1]])
+            check(f"power: T={t0} vs T={t1} ({prefix}base_eager, pos1) is told apart",
+                  p < P_THRESHOLD, f"p={p:.3g} tv={tv:.3f}")
 
-    for name, r in results.items():
-        if r.get("draft") and "error" not in r:
+    for name, r in engines.items():
+        if r.get("draft") and "error" not in r and r.get("role") != "throughput":
             for phase in ("greedy", *(f"T{t}" for t in TEMPERATURES)):
                 if f"counters_{phase}" not in r:
                     continue
                 counters = r[f"counters_{phase}"]
-                figure = acceptance(counters)
                 passed = counters.get("num_draft_tokens", 0) > 0
                 if r["draft"] == "dflash2" and phase == "greedy":
                     passed &= counters.get("num_accepted_tokens", 0) > 0
-                check(f"{name}: counters ({phase})", passed, figure)
+                check(f"{name}: counters ({phase})", passed, acceptance(counters))
+
+    # Upstream 0.28.0 against the patched 0.27.1, twin by twin.
+    for name in sorted(engines):
+        if "up_" not in name or name.startswith("tput_"):
+            continue
+        twin = name.replace("up_", "", 1)
+        if twin not in engines or "error" in engines[twin] or "error" in engines[name]:
+            continue
+        report = compare_versions(engines[twin], engines[name])
+        figure = "; ".join(f"{k}: {v['figure']}" for k, v in report["parts"].items())
+        check(f"upstream {name} == backport {twin}", report["identical"],
+              figure or "nothing to compare")
+        checks[f"upstream {name} == backport {twin}"]["detail"] = report
+
+    # Tensor parallel against TP 1: counters side by side, greedy reported.
+    for name in sorted(engines):
+        match = re.match(r"tp(\d+)_(.*)", name)
+        if not match or "error" in engines[name]:
+            continue
+        tp1 = engines.get(match.group(2), {})
+        r = engines[name]
+        for phase in ("greedy", *(f"T{t}" for t in TEMPERATURES)):
+            a, b = r.get(f"counters_{phase}"), tp1.get(f"counters_{phase}")
+            if a is not None and r.get("draft"):
+                info(f"{name} counters ({phase}) beside TP 1",
+                     f"TP {match.group(1)}: {acceptance(a)} | TP 1: "
+                     f"{acceptance(b) if b is not None else 'not run'}")
+        if "greedy" in r and "greedy" in tp1:
+            g = compare_greedy(tp1["greedy"], r["greedy"])
+            info(f"greedy {name} vs {match.group(2)}",
+                 f"{g['equal_prompts']}/{g['prompts']} prompts identical; "
+                 f"diverged={g['diverged'][:6]}")
+
+    if "serve" in results:
+        r = results["serve"]
+        if "error" in r:
+            check("serve", False, r["error"])
+        else:
+            for key, trace in r.get("errors", {}).items():
+                check(f"serve: {key}", False, trace.strip().splitlines()[-1])
+            if "greedy" in r:
+                for reference in ("dflash2_eager", "base_eager"):
+                    if "greedy" not in results.get(reference, {}):
+                        info(f"serve greedy == offline {reference}", "offline run missing")
+                        continue
+                    g = compare_greedy(results[reference]["greedy"], r["greedy"])
+                    check(f"serve greedy == offline {reference}",
+                          g["same_count"] and g["equal_prompts"] == g["prompts"],
+                          f"{g['equal_prompts']}/{g['prompts']} prompts identical over "
+                          f"{g['tokens']} tokens; diverged={g['diverged'][:6]}; "
+                          f"healthy after {r.get('healthy_after_s')} s")
+                counters = r.get("counters_greedy", {})
+                check("serve: /metrics spec-decode counters move",
+                      counters.get("num_drafts", 0) > 0
+                      and counters.get("num_accepted_tokens", 0) > 0,
+                      acceptance(counters))
+
+    table = throughput_table(results)
+    if table is not None:
+        print("THROUGHPUT  prod shape (hidden 2048, vocab 151936), bfloat16, CUDA graphs, "
+              f"{BENCH_BATCH} greedy requests x {BENCH_PROMPT} prompt + {BENCH_TOKENS} "
+              f"output tokens, each engine alone, median of {BENCH_REPEATS}", flush=True)
+        print(f"  {'version':8} {'engine':8} {'median tok/s':>12}  runs", flush=True)
+        speedups = {}
+        for version, row in table.items():
+            for kind, t in row.items():
+                if t is None:
+                    print(f"  {version:8} {kind:8} {'missing':>12}", flush=True)
+                    continue
+                runs = " ".join(f"{v:.0f}" for v in t["tokens_per_s"])
+                extra = f"  {acceptance(t['counters'])}" if kind == "dflash2" else ""
+                print(f"  {version:8} {kind:8} {t['median']:12.0f}  [{runs}]{extra}",
+                      flush=True)
+            if row.get("base") and row.get("dflash2"):
+                speedups[version] = row["dflash2"]["median"] / row["base"]["median"]
+                print(f"  {version:8} DFlash2 speedup over no speculation: "
+                      f"{speedups[version]:.3f}x", flush=True)
+        checks["throughput table (info)"] = {"figure": table, "speedups": speedups}
+        if len(speedups) == 2:
+            ours, theirs = speedups[VERSIONS[0]], speedups[VERSIONS[1]]
+            plain = {kind: table[VERSIONS[0]][kind]["median"] / table[VERSIONS[1]][kind]["median"]
+                     for kind in ("base", "dflash2")}
+            check(f"throughput: 0.27.1 DFlash2 speedup >= {SPEEDUP_GOAL} x 0.28.0's",
+                  ours >= SPEEDUP_GOAL * theirs,
+                  f"0.27.1 {ours:.3f}x vs 0.28.0 {theirs:.3f}x: ratio {ours / theirs:.3f}; "
+                  f"plain tok/s ratio 0.27.1/0.28.0: DFlash2 {plain['dflash2']:.3f}, "
+                  f"no speculation {plain['base']:.3f}")
+        else:
+            check("throughput: 0.27.1 DFlash2 speedup vs 0.28.0's", False,
+                  f"speedups measured: {speedups}")
+        ours_tokens = results.get("tput_dflash2", {}).get("bench_tokens")
+        theirs_tokens = results.get("tput_up_dflash2", {}).get("bench_tokens")
+        if ours_tokens and theirs_tokens:
+            g = compare_greedy(theirs_tokens, ours_tokens)
+            info("throughput batch: 0.27.1 DFlash2 tokens vs 0.28.0 DFlash2",
+                 f"{g['equal_prompts']}/{g['prompts']} requests identical (bfloat16)")
     return checks, ok
 
 
-def run_all(out: Path, names: list[str], timeout: float) -> int:
-    out.mkdir(parents=True, exist_ok=True)
-    models = write_models(out / "models")
-    (out / "models.json").write_text(json.dumps(models))
-    env = dict(os.environ, VLLM_ENABLE_V1_MULTIPROCESSING="0",
-               HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-               VLLM_USE_FLASHINFER_SAMPLER="0", PYTHONUNBUFFERED="1")
-    procs = {}
-    for name in names:
-        log = open(out / f"{name}.log", "w")
-        procs[name] = (subprocess.Popen(
-            [sys.executable, __file__, "engine", "--name", name,
-             "--models", str(out / "models.json"), "--result", str(out / f"{name}.json")],
-            stdout=log, stderr=subprocess.STDOUT,
-            env=dict(env, VLLM_CACHE_ROOT=str(out / "vllm-cache" / name))), log)
-        time.sleep(2)
-    deadline = time.time() + timeout
-    results = {}
+# --------------------------------------------------------------------------
+# Orchestration
+# --------------------------------------------------------------------------
+
+def _engine_env(base_env: dict, version: str, trees: dict, site: str, out: Path,
+                name: str) -> dict:
+    """The environment of one engine: its version's tree first, then the wheels."""
+    own = {trees[v] for v in VERSIONS} | {site}
+    rest = [p for p in base_env.get("PYTHONPATH", "").split(":") if p and p not in own]
+    env = dict(base_env, PYTHONPATH=":".join([trees[version], site, *rest]),
+               VLLM_CACHE_ROOT=str(out / "vllm-cache" / name))
+    env.update(NO_MULTICAST)
+    return env
+
+
+def _launch(out: Path, name: str, env: dict, extra: list[str]):
+    log = open(out / f"{name}.log", "w")
+    command = [sys.executable, __file__, *extra]
+    return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env), log
+
+
+def _collect(out: Path, procs: dict, deadline: float, results: dict) -> None:
     for name, (proc, log) in procs.items():
         try:
             proc.wait(timeout=max(1.0, deadline - time.time()))
@@ -637,48 +1108,168 @@ def run_all(out: Path, names: list[str], timeout: float) -> int:
             proc.wait()
         log.close()
         path = out / f"{name}.json"
-        if proc.returncode == 0 and path.exists():
+        if path.exists():
             results[name] = json.loads(path.read_text())
+            if proc.returncode != 0:
+                results[name].setdefault("errors", {})["process"] = (
+                    f"exit {proc.returncode}; the phases above it were saved")
         else:
             tail = (out / f"{name}.log").read_text(errors="replace")[-3000:]
-            results[name] = {"error": f"exit {proc.returncode}", "draft": CONFIGS[name][0]}
+            draft = None if name == "serve" else config_of(name)["draft"]
+            results[name] = {"error": f"exit {proc.returncode}", "draft": draft}
             print(f"---- {name} failed (exit {proc.returncode}); log tail:\n{tail}\n----",
                   flush=True)
+
+
+def run_all(args) -> int:
+    out = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    phases = [p for p in args.phases.split(",") if p]
+    names = [n for n in args.configs.split(",") if n]
+    if args.tp:
+        names += [f"tp{args.tp}_{n}" for n in TP_CONFIGS]
+    trees = {VERSIONS[0]: args.tree_0271, VERSIONS[1]: args.tree_0280}
+    base_env = dict(os.environ, VLLM_ENABLE_V1_MULTIPROCESSING="0",
+                    HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
+                    VLLM_USE_FLASHINFER_SAMPLER="0", PYTHONUNBUFFERED="1")
+    base_env.update(NO_MULTICAST)
+    started = time.time()
+
+    models_path = out / "models.json"
+    models = json.loads(models_path.read_text()) if models_path.exists() else {}
+
+    def ensure(shape):
+        if shape not in models or not Path(models[shape]["prompts"]).exists():
+            t = time.time()
+            models[shape] = write_models(out / "models", shape)
+            models_path.write_text(json.dumps(models))
+            print(f"wrote the {shape} checkpoints in {time.time() - t:.1f} s", flush=True)
+
+    results = {}
+    if args.reuse:
+        for path in sorted(out.glob("*.json")):
+            if path.stem in ("summary", "models"):
+                continue
+            try:
+                config_of(path.stem) if path.stem != "serve" else None
+            except ValueError:
+                continue
+            results[path.stem] = json.loads(path.read_text())
+        if results:
+            print(f"reusing earlier results: {sorted(results)}", flush=True)
+
+    def engine_args(name):
+        return ["engine", "--name", name, "--models", str(models_path),
+                "--result", str(out / f"{name}.json")]
+
+    procs = {}
+    if "check" in phases or "serve" in phases:
+        ensure("tiny")
+    if "serve" in phases:
+        env = _engine_env(base_env, VERSIONS[0], trees, args.site, out, "serve")
+        procs["serve"] = _launch(out, "serve", env, [
+            "serve-check", "--models", str(models_path), "--result",
+            str(out / "serve.json"), "--port", str(args.port),
+            "--timeout", str(args.timeout)])
+    if "check" in phases:
+        by_shape = sorted(names, key=lambda n: config_of(n)["shape"] != "tiny")
+        for name in by_shape:
+            config = config_of(name)
+            ensure(config["shape"])
+            env = _engine_env(base_env, config["version"], trees, args.site, out, name)
+            procs[name] = _launch(out, name, env, engine_args(name))
+            time.sleep(1)
+    if procs:
+        _collect(out, procs, started + args.timeout, results)
     checks, ok = summarize(results)
-    (out / "summary.json").write_text(json.dumps(
-        {"ok": ok, "checks": checks,
-         "startup_s": {k: v.get("startup_s") for k, v in results.items()}}, indent=1))
+    _write_summary(out, ok, checks, results)
+
+    if "throughput" in phases:
+        ensure("prod")
+        # One at a time, so that each has the GPU alone.
+        for name in [n for n in args.throughput_configs.split(",") if n]:
+            config = config_of(name)
+            env = _engine_env(base_env, config["version"], trees, args.site, out, name)
+            t = time.time()
+            proc = _launch(out, name, env, engine_args(name))
+            _collect(out, {name: proc}, time.time() + args.engine_timeout, results)
+            print(f"[{name}] finished in {time.time() - t:.0f} s", flush=True)
+        print("---- summary with the throughput phase ----", flush=True)
+        checks, ok = summarize(results)
+        _write_summary(out, ok, checks, results)
+    print(f"whole run: {time.time() - started:.0f} s", flush=True)
     print("ALL CHECKS PASSED" if ok else "SOME CHECKS FAILED", flush=True)
     return 0 if ok else 1
+
+
+def _write_summary(out: Path, ok: bool, checks: dict, results: dict) -> None:
+    (out / "summary.json").write_text(json.dumps(
+        {"ok": ok, "checks": checks,
+         "startup_s": {k: v.get("startup_s") for k, v in results.items()}},
+        indent=1, default=str))
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="write the models, run every engine, compare")
+    run = sub.add_parser("run", help="write the models, run the phases, compare")
     run.add_argument("--out", type=Path, required=True)
-    run.add_argument("--configs", default=",".join(CONFIGS),
-                     help=f"comma-separated subset of {', '.join(CONFIGS)}")
+    run.add_argument("--phases", default="check,serve,throughput",
+                     help="comma-separated subset of check, serve, throughput")
+    run.add_argument("--configs", default=",".join(CHECK_CONFIGS),
+                     help="the check phase's configurations (see config_of); "
+                          "empty for none")
+    run.add_argument("--tp", type=int, default=0,
+                     help="also run the check configurations at this tensor-parallel "
+                          "size, through the multiprocess executor (1 runs that path "
+                          "on one GPU)")
+    run.add_argument("--reuse", action="store_true",
+                     help="compare against the results already in --out too")
     run.add_argument("--timeout", type=float, default=480.0,
-                     help="seconds the engines may take together")
-    models = sub.add_parser("models", help="only write the three checkpoints")
+                     help="seconds the check and serve engines may take together")
+    run.add_argument("--engine-timeout", type=float, default=240.0,
+                     help="seconds each throughput engine may take")
+    run.add_argument("--throughput-configs", default=",".join(THROUGHPUT_CONFIGS),
+                     help="the throughput engines, run in this order (a subset "
+                          "splits the phase over calls; --reuse joins them)")
+    run.add_argument("--port", type=int, default=8431)
+    run.add_argument("--tree-0271", default="/tmp/vt")
+    run.add_argument("--tree-0280", default="/tmp/vt28")
+    run.add_argument("--site", default="/tmp/site")
+    models = sub.add_parser("models", help="only write the checkpoints")
     models.add_argument("--out", type=Path, required=True)
+    models.add_argument("--shapes", default="tiny")
     engine = sub.add_parser("engine", help=argparse.SUPPRESS)
-    engine.add_argument("--name", required=True, choices=list(CONFIGS))
+    engine.add_argument("--name", required=True)
     engine.add_argument("--models", type=Path, required=True)
     engine.add_argument("--result", type=Path, required=True)
+    serve = sub.add_parser("serve-check", help=argparse.SUPPRESS)
+    serve.add_argument("--models", type=Path, required=True)
+    serve.add_argument("--result", type=Path, required=True)
+    serve.add_argument("--port", type=int, required=True)
+    serve.add_argument("--timeout", type=float, required=True)
     args = parser.parse_args()
     if args.command == "models":
-        print(json.dumps(write_models(args.out), indent=1))
+        print(json.dumps({shape: write_models(args.out, shape)
+                          for shape in args.shapes.split(",")}, indent=1))
         return 0
     if args.command == "engine":
         run_engine(args.name, json.loads(args.models.read_text()), args.result)
         return 0
+    if args.command == "serve-check":
+        run_serve(json.loads(args.models.read_text()), args.result, args.port,
+                  args.timeout - 30)
+        return 0
     names = [n for n in args.configs.split(",") if n]
-    unknown = set(names) - set(CONFIGS)
+    for name in names + [n for n in args.throughput_configs.split(",") if n]:
+        try:
+            config_of(name)
+        except ValueError as exc:
+            parser.error(str(exc))
+    unknown = set(args.phases.split(",")) - {"check", "serve", "throughput", ""}
     if unknown:
-        parser.error(f"unknown configs: {sorted(unknown)}")
-    return run_all(args.out, names, args.timeout)
+        parser.error(f"unknown phases: {sorted(unknown)}")
+    return run_all(args)
 
 
 if __name__ == "__main__":

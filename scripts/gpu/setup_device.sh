@@ -1,22 +1,32 @@
 #!/usr/bin/env bash
-# Unpack the bundle that build_bundle.py made, on the CUDA machine, into
-# /tmp/vt (the patched vllm/ tree and its METADATA) and /tmp/site (the wheels).
+# Unpack the bundle that build_bundle.py made, on the CUDA machine:
+#   /tmp/vt    the patched 0.27.1 vllm/ tree, its METADATA and its .so
+#   /tmp/vt28  upstream 0.28.0's tree, METADATA and .so
+#   /tmp/site  the wheels, shared by both
 # Each part is unpacked only when it was carried along and is not there yet,
-# so the .so and the rest can be copied over one after the other.
+# so the .so pair and the rest can be copied over one after the other.
 #
-#     source scripts/gpu/setup_device.sh      # then PYTHONPATH is set
+#     source scripts/gpu/setup_device.sh      # then PYTHONPATH is set (0.27.1)
 set -e
 bundle=${GPU_BUNDLE:-.cache/gpu-bundle}
-if [ -f "$bundle/so/vllm_C.so.xz" ] && [ ! -f /tmp/vt/vllm/_C_stable_libtorch.abi3.so ]; then
-    mkdir -p /tmp/vt/vllm
-    python3 - "$bundle/so/vllm_C.so.xz" <<'EOF'
-import lzma, shutil, sys
-target = "/tmp/vt/vllm/_C_stable_libtorch.abi3.so"
-with lzma.open(sys.argv[1]) as src, open(target + ".partial", "wb") as dst:
-    shutil.copyfileobj(src, dst, 1 << 22)
-import os
-os.rename(target + ".partial", target)
-print("unpacked", target, os.path.getsize(target), "bytes")
+if [ -f "$bundle/so/vllm_C.so.xz" ] && { [ ! -f /tmp/vt/vllm/_C_stable_libtorch.abi3.so ] || [ ! -f /tmp/vt28/vllm/_C_stable_libtorch.abi3.so ]; }; then
+    python3 - "$bundle/so/vllm_C.so.xz" "$bundle/so/sizes.json" <<'EOF'
+import json, lzma, os, sys
+roots = {"0.27.1": "/tmp/vt", "0.28.0": "/tmp/vt28"}
+with lzma.open(sys.argv[1]) as src:
+    for entry in json.load(open(sys.argv[2])):
+        target = os.path.join(roots[entry["version"]], "vllm", "_C_stable_libtorch.abi3.so")
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        left = entry["bytes"]
+        with open(target + ".partial", "wb") as dst:
+            while left:
+                chunk = src.read(min(left, 1 << 22))
+                if not chunk:
+                    raise SystemExit(f"{sys.argv[1]} ends early")
+                dst.write(chunk)
+                left -= len(chunk)
+        os.rename(target + ".partial", target)
+        print("unpacked", target, entry["bytes"], "bytes")
 EOF
 fi
 if [ -f "$bundle/main/vllm-tree.zip" ] && [ ! -f /tmp/vt/.tree-complete ]; then
@@ -24,6 +34,12 @@ if [ -f "$bundle/main/vllm-tree.zip" ] && [ ! -f /tmp/vt/.tree-complete ]; then
     python3 -m zipfile -e "$bundle/main/vllm-tree.zip" /tmp/vt
     touch /tmp/vt/.tree-complete
     echo "unpacked the patched vllm tree into /tmp/vt"
+fi
+if [ -f "$bundle/main/vllm-tree-0.28.0.zip" ] && [ ! -f /tmp/vt28/.tree-complete ]; then
+    mkdir -p /tmp/vt28
+    python3 -m zipfile -e "$bundle/main/vllm-tree-0.28.0.zip" /tmp/vt28
+    touch /tmp/vt28/.tree-complete
+    echo "unpacked upstream 0.28.0's vllm tree into /tmp/vt28"
 fi
 if [ -d "$bundle/main/wheels" ] && [ ! -f /tmp/site/.complete ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
@@ -34,3 +50,5 @@ fi
 set +e
 export PYTHONPATH=/tmp/vt:/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 export VLLM_ENABLE_V1_MULTIPROCESSING=0 VLLM_USE_FLASHINFER_SAMPLER=0 PYTHONUNBUFFERED=1
+# NVLink multicast stays off, in every process started from here.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1

@@ -6,11 +6,15 @@ use, and compared with whitespace-only lines blanked.
 
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 import pytest
 from libcst.codemod import CodemodTest
 
+from dflash2_backport.transforms import _quick, hunks
 from dflash2_backport.transforms._base import BackportCodemod, EditRefused, State
+from dflash2_backport.verdicts import Direction
 
 Transform = type[BackportCodemod]
 
@@ -28,8 +32,48 @@ def swapped(text: str, *changes: tuple[str, str]) -> str:
     return text
 
 
+class _Case(CodemodTest):
+    """A CodemodTest that also holds the quick judge to the codemod's word on
+    every source it judges forward."""
+
+    def assertCodemod(self, before: str, after: str, *args, **kwargs) -> None:  # noqa: N802
+        if kwargs.get("direction") is not Direction.REVERT:
+            assert_quick_agrees(self.TRANSFORM, before)
+        super().assertCodemod(before, after, *args, **kwargs)
+
+
 def case(transform: Transform) -> CodemodTest:
-    return type("Case", (CodemodTest,), {"TRANSFORM": transform})()
+    return type("Case", (_Case,), {"TRANSFORM": transform})()
+
+
+#: How often the quick judge was sure, and of how many hunks it was asked.
+QUICK_SURE = {"sure": 0, "asked": 0}
+
+
+def assert_quick_agrees(transform: Transform, source: str) -> None:
+    """Where Python's-parser judge is sure of a hunk, the codemod judges it so."""
+    edits = [
+        e for e in hunks.EDITS if (e.name, e.path) == (transform.EDIT, transform.PATH)
+    ]
+    if not edits:
+        return  # a codemod made up for a test
+    (edit,) = edits
+    data = CodemodTest.make_fixture_data(source).encode()
+    try:
+        tree = ast.parse(data)
+    except SyntaxError:
+        return
+    _quick.strip_docstrings(tree)
+    quick = _quick.JUDGES[edit](tree, data.splitlines())
+    codemod = codemod_verdicts(transform, source)
+    for hunk, state in quick.items():
+        QUICK_SURE["asked"] += 1
+        if state is not None:
+            QUICK_SURE["sure"] += 1
+            assert codemod.get(hunk) is state, (
+                f"{edit.name}/{hunk}: the quick judge says {state}, "
+                f"the codemod {codemod.get(hunk)}"
+            )
 
 
 def assert_patched(transform: Transform, before: str, after: str) -> None:
@@ -38,8 +82,8 @@ def assert_patched(transform: Transform, before: str, after: str) -> None:
     checks = case(transform)
     checks.assertCodemod(before, after)
     checks.assertCodemod(after, after)
-    checks.assertCodemod(after, before, revert=True)
-    checks.assertCodemod(before, before, revert=True)
+    checks.assertCodemod(after, before, direction=Direction.REVERT)
+    checks.assertCodemod(before, before, direction=Direction.REVERT)
 
 
 def assert_left_alone(transform: Transform, source: str) -> None:
@@ -50,8 +94,8 @@ def assert_reverted(transform: Transform, applied: str, reverted: str) -> None:
     """Reverting `applied` gives `reverted`, which reverting then leaves alone
     and which the codemod judges pending throughout, as it judges 0.27.1."""
     checks = case(transform)
-    checks.assertCodemod(applied, reverted, revert=True)
-    checks.assertCodemod(reverted, reverted, revert=True)
+    checks.assertCodemod(applied, reverted, direction=Direction.REVERT)
+    checks.assertCodemod(reverted, reverted, direction=Direction.REVERT)
     assert set(verdicts(transform, reverted).values()) == {State.PENDING}
 
 
@@ -79,7 +123,7 @@ def revert_refusal(transform: Transform, source: str) -> EditRefused:
 
 def output(transform: Transform, source: str, revert: bool = False) -> str:
     """The exact text the codemod writes for `source`, taken byte for byte."""
-    codemod = transform(revert=revert)
+    codemod = transform(direction=Direction.REVERT if revert else Direction.APPLY)
     return codemod.transform_module(cst.parse_module(source)).code
 
 
@@ -97,11 +141,14 @@ def verdicts(
     transform: Transform, source: str, revert: bool = False
 ) -> dict[str, State]:
     """Each hunk's state on `source`, whether or not the edit is refused."""
-    codemod = transform(revert=revert)
-    try:
-        codemod.transform_module(
-            cst.parse_module(CodemodTest.make_fixture_data(source))
-        )
-    except EditRefused:
-        pass
-    return {v.hunk: v.state for v in codemod.verdicts}
+    if not revert:
+        assert_quick_agrees(transform, source)
+    return codemod_verdicts(transform, source, revert)
+
+
+def codemod_verdicts(
+    transform: Transform, source: str, revert: bool = False
+) -> dict[str, State]:
+    codemod = transform(direction=Direction.REVERT if revert else Direction.APPLY)
+    outcome = codemod.outcome(cst.parse_module(CodemodTest.make_fixture_data(source)))
+    return {v.hunk: v.state for v in outcome.verdicts}

@@ -1,15 +1,22 @@
 import libcst as cst
 
-from dflash2_backport.transforms._base import BackportCodemod
+from dflash2_backport.transforms._base import BackportCodemod, pending
+from dflash2_backport.transforms.hunks import Edit, Hunk
+
+INSERT = Hunk("insert", "class C, last", None, "", "to test placement")
 
 
 class Inserts(BackportCodemod):
     """Puts a method with a docstring and a blank line into the class `C`."""
 
-    EDIT = PATH = DESCRIPTION = "test"
+    SPEC = Edit("test", "test.py", "test", (INSERT,))
 
-    def backport(self, tree: cst.Module) -> cst.Module:
+    def judge(self, tree: cst.Module) -> dict:
         (cls,) = tree.body
+        return {INSERT.name: pending(cls)}
+
+    def forward(self, tree: cst.Module, sites: dict) -> cst.Module:
+        cls = sites[INSERT.name]
         method = self.statement('def m(self):\n    """One.\n\n    Two."""\n')
         line = self.statement("\n# Why.\nx = 1\n")
         body = cls.body.with_changes(body=[*cls.body.body, method, line])

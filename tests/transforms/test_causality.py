@@ -1,5 +1,6 @@
 import pytest
 
+from dflash2_backport.verdicts import Direction
 from dflash2_backport.transforms.causality import Causality
 
 from ._cases import (
@@ -342,7 +343,7 @@ def test_what_the_edit_overwrote_reverts_to_0271s(
     checks = case(Causality)
     checks.assertCodemod(before, after)
     checks.assertCodemod(after, after)
-    checks.assertCodemod(before, before, revert=True)
+    checks.assertCodemod(before, before, direction=Direction.REVERT)
     assert_reverted(Causality, after, reverted)
 
 

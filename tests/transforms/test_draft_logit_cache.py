@@ -1,5 +1,6 @@
 import pytest
 
+from dflash2_backport.verdicts import Direction
 from dflash2_backport.transforms._base import State
 from dflash2_backport.transforms._meaning import same_meaning
 from dflash2_backport.transforms.draft_logit_cache import DraftLogitCache
@@ -15,6 +16,9 @@ from ._cases import (
     swapped,
     verdicts,
 )
+from dflash2_backport.transforms.hunks import DRAFT_LOGIT_CACHE
+
+BUFFER_HUNK, HOOK_HUNK = (h.name for h in DRAFT_LOGIT_CACHE.hunks)
 
 INIT = """
 class BaseSpeculator(ABC):
@@ -367,8 +371,8 @@ def test_allocation_laid_out_otherwise_is_reverted_in_0271_layout(
     checks = case(DraftLogitCache)
     checks.assertCodemod(before, after)
     checks.assertCodemod(after, after)
-    checks.assertCodemod(after, reverted, revert=True)
-    checks.assertCodemod(before, before, revert=True)
+    checks.assertCodemod(after, reverted, direction=Direction.REVERT)
+    checks.assertCodemod(before, before, direction=Direction.REVERT)
 
 
 @pytest.mark.parametrize("applied,reverted", REVERTED.values(), ids=REVERTED.keys())
@@ -396,23 +400,23 @@ def test_semantic_variants_are_refused_when_reverting_too(source: str) -> None:
 def test_head_dtype_hook_is_named_in_the_refusal() -> None:
     source = DRIFT["hook returns upstream's head dtype"]
     (drifted,) = refusal(DraftLogitCache, source).drifted
-    assert drifted.hunk == DraftLogitCache.HOOK_HUNK
+    assert drifted.hunk == HOOK_HUNK
     assert "head_dtype" in drifted.reason
     assert (
-        verdicts(DraftLogitCache, source)[DraftLogitCache.BUFFER_HUNK] is State.APPLIED
+        verdicts(DraftLogitCache, source)[BUFFER_HUNK] is State.APPLIED
     )
 
 
 def test_one_drifted_hunk_leaves_the_other_unwritten() -> None:
     source = DRIFT["buffer allocated in bfloat16"]
     drifted = refusal(DraftLogitCache, source).drifted
-    assert [v.hunk for v in drifted] == [DraftLogitCache.BUFFER_HUNK]
-    assert verdicts(DraftLogitCache, source)[DraftLogitCache.HOOK_HUNK] is State.PENDING
+    assert [v.hunk for v in drifted] == [BUFFER_HUNK]
+    assert verdicts(DraftLogitCache, source)[HOOK_HUNK] is State.PENDING
 
 
 def test_every_drifted_hunk_is_reported() -> None:
     drifted = refusal(DraftLogitCache, DRIFT["no DraftModelSpeculator"]).drifted
     assert [v.hunk for v in drifted] == [
-        DraftLogitCache.BUFFER_HUNK,
-        DraftLogitCache.HOOK_HUNK,
+        BUFFER_HUNK,
+        HOOK_HUNK,
     ]

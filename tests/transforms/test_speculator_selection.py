@@ -20,6 +20,9 @@ from ._cases import (
     swapped,
     verdicts,
 )
+from dflash2_backport.transforms.hunks import V2_RUNNER_FORCING
+
+BRANCH_HUNK, HELPER_HUNK = (h.name for h in V2_RUNNER_FORCING.hunks)
 
 # -- init_speculator ------------------------------------------------------
 
@@ -579,15 +582,15 @@ def test_semantic_variants_are_refused_when_reverting_too(
 def test_moved_v2_forcing_names_where_it_went() -> None:
     source = CONFIG_DRIFT["V2 forcing moved out of use_v2_model_runner"]
     (drifted,) = refusal(V2RunnerForcing, source).drifted
-    assert drifted.hunk == V2RunnerForcing.BRANCH_HUNK
+    assert drifted.hunk == BRANCH_HUNK
     assert "_get_v1_model_runner_unsupported_features" in drifted.reason
 
 
 def test_every_drifted_hunk_is_reported() -> None:
     drifted = refusal(V2RunnerForcing, CONFIG_DRIFT["no VllmConfig"]).drifted
     assert [v.hunk for v in drifted] == [
-        V2RunnerForcing.BRANCH_HUNK,
-        V2RunnerForcing.HELPER_HUNK,
+        BRANCH_HUNK,
+        HELPER_HUNK,
     ]
 
 
@@ -595,8 +598,8 @@ def test_one_drifted_hunk_leaves_the_other_unwritten() -> None:
     source = CONFIG_DRIFT["anchor branch does something else"]
     refusal(V2RunnerForcing, source)
     assert verdicts(V2RunnerForcing, source) == {
-        V2RunnerForcing.BRANCH_HUNK: State.DRIFT,
-        V2RunnerForcing.HELPER_HUNK: State.PENDING,
+        BRANCH_HUNK: State.DRIFT,
+        HELPER_HUNK: State.PENDING,
     }
 
 

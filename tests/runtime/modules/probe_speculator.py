@@ -210,10 +210,47 @@ def capture_leaves_slot0_alone(steps, seed, capture_with):
     }
 
 
+def built_over_stubbed_base(steps, max_num_reqs):
+    """The constructor over a base __init__ that sets only what upstream's tests set.
+
+    Upstream's own unit tests build the speculator this way; the attributes
+    below are all such a stub provides. The mapping must still start inert
+    whenever a buffer is given to it later.
+    """
+    from types import SimpleNamespace
+
+    def stub_init(self, vllm_config, device):
+        self.draft_model_config = SimpleNamespace(hf_config=SimpleNamespace(
+            dflash_config={"selector_top_k": 4, "mask_token_id": 1000}))
+        self.max_num_reqs = max_num_reqs
+        self.num_query_per_req = 1 + steps
+        self.num_speculative_steps = steps
+        self.vocab_size = 1024
+        self.draft_tokens = torch.zeros(max_num_reqs, steps, dtype=torch.int64)
+        self.draft_logits = None
+
+    original = DFlashSpeculator.__init__
+    DFlashSpeculator.__init__ = stub_init
+    try:
+        spec = DFlash2Speculator(None, torch.device("cpu"))
+    finally:
+        DFlashSpeculator.__init__ = original
+    result = {
+        "selector_top_k": spec.selector_top_k,
+        "selector_scores_shape": list(spec._selector_scores.shape),
+        "anchor_indices": spec._anchor_indices.tolist(),
+    }
+    # As 0.27.1's base allocates it: zeros, i.e. every row aimed at slot 0.
+    spec.sample_idx_mapping = torch.zeros(max_num_reqs * steps, dtype=torch.int32)
+    result["mapping_after_zero_allocation"] = sorted(set(spec.sample_idx_mapping.tolist()))
+    return result
+
+
 CHECKS = {f.__name__: f for f in (
     greedy_drafting_caches_nothing,
     sampled_drafting_caches_tempered,
     capture_leaves_slot0_alone,
+    built_over_stubbed_base,
 )}
 
 

@@ -1,0 +1,223 @@
+"""The judge: encodings, the per-file verdict cache, and where the codemods
+are found."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import dflash2_backport
+from dflash2_backport import judge as judge_module
+from dflash2_backport.cli import app
+from dflash2_backport.errors import BackportError
+from dflash2_backport.judge import judge
+from dflash2_backport.verdicts import Direction, State
+from tests.trees import TARGETS, make_site
+
+pytestmark = pytest.mark.wheels
+
+SELECTOR = "vllm/v1/worker/gpu/spec_decode/__init__.py"
+REPOSITORY = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Path:
+    return make_site("0.27.1", tmp_path / "site")
+
+
+# -- encodings ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("header", "body", "named"),
+    [
+        (b"", b"# caf\xe9\n", "not valid utf-8 (line 2"),
+        (b"# -*- coding: ascii -*-\n", b"# caf\xc3\xa9\n", "not valid ascii (line 3"),
+        (b"# -*- coding: no-such-codec -*-\n", b"", "unknown encoding"),
+    ],
+    ids=["no cookie, latin-1 byte", "ascii cookie, utf-8 bytes", "unknown cookie"],
+)
+def test_a_file_invalid_in_its_declared_encoding_is_refused_in_one_line(
+    site: Path, header: bytes, body: bytes, named: str
+) -> None:
+    path = site / SELECTOR
+    path.write_bytes(header + b"# SPDX\n" + body + path.read_bytes())
+    with pytest.raises(BackportError) as refused:
+        judge(site, False, Direction.APPLY)
+    message = str(refused.value)
+    assert message.startswith(f"{path}: ")
+    assert named in message and "; fix the file" in message
+
+    result = CliRunner().invoke(app, ["check", "--site-packages", str(site)])
+    assert result.exit_code == 2
+    assert "Traceback" not in result.output
+    (line,) = [line for line in result.output.splitlines() if line.strip()]
+    assert str(path) in line and named in line
+
+
+def test_a_latin_1_file_is_judged_and_patched_in_latin_1(site: Path) -> None:
+    path = site / SELECTOR
+    original = b"# -*- coding: latin-1 -*-\n# r\xe9sum\xe9 of the speculators\n"
+    original += path.read_bytes()
+    path.write_bytes(original)
+
+    (selector,) = [f for f in judge(site, True, Direction.APPLY) if f.path == SELECTOR]
+    assert [h.state for e in selector.edits for h in e.hunks] == [State.PENDING]
+    assert selector.patched is not None
+    assert selector.patched.startswith(original[:60])
+    text = selector.patched.decode("latin-1")
+    assert "r\xe9sum\xe9" in text and "DFlash2Speculator(vllm_config, device)" in text
+
+    assert CliRunner().invoke(app, ["apply", "--site-packages", str(site)]).exit_code == 0
+    assert path.read_bytes().startswith(original[:60])
+    assert CliRunner().invoke(app, ["check", "--site-packages", str(site)]).exit_code == 0
+
+
+# -- the verdict cache ----------------------------------------------------------
+
+
+@pytest.fixture
+def judged(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """(judge, file) for each file the quick judge or the codemods judge."""
+    files: list[tuple[str, str]] = []
+    quick, codemods = judge_module._quick_verdicts, judge_module._with_codemods
+
+    def quick_verdicts(path: str, data: bytes):  # type: ignore[no-untyped-def]
+        files.append(("quick", path))
+        return quick(path, data)
+
+    def with_codemods(root, rewrite, want_bytes, direction):  # type: ignore[no-untyped-def]
+        files.extend(("codemods", path) for path in rewrite)
+        return codemods(root, rewrite, want_bytes, direction)
+
+    monkeypatch.setattr(judge_module, "_quick_verdicts", quick_verdicts)
+    monkeypatch.setattr(judge_module, "_with_codemods", with_codemods)
+    return files
+
+
+def test_a_check_after_a_commit_judges_only_the_changed_file(
+    site: Path, judged: list[tuple[str, str]]
+) -> None:
+    first = judge(site, False, Direction.APPLY)
+    assert sorted(judged) == sorted(("quick", path) for path in TARGETS)
+    judged.clear()
+
+    assert judge(site, False, Direction.APPLY) == first
+    assert judged == []
+
+    changed = site / "vllm/config/vllm.py"
+    changed.write_text(changed.read_text() + "\n\ndef committed():\n    return 1\n")
+    again = judge(site, False, Direction.APPLY)
+    assert judged == [("quick", "vllm/config/vllm.py")]
+    assert [f.edits for f in again] == [f.edits for f in first]
+
+
+def test_cached_verdicts_still_rewrite_when_bytes_are_wanted(
+    site: Path, judged: list[tuple[str, str]]
+) -> None:
+    judge(site, False, Direction.APPLY)
+    judged.clear()
+    files = judge(site, True, Direction.APPLY)
+    assert all(f.patched is not None for f in files)
+    assert sorted(p for j, p in judged if j == "codemods") == sorted(TARGETS)
+
+
+def _installed_copy(destination: Path) -> Path:
+    """The package as the wheel lays it out, in a directory of its own."""
+    package = destination / "dflash2_backport"
+    shutil.copytree(
+        Path(dflash2_backport.__file__).parent,
+        package,
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    for name in ("transforms", "modules"):
+        shutil.copytree(
+            REPOSITORY / name, package / name, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    return destination
+
+
+def test_a_changed_codemod_judges_the_files_again(site: Path, tmp_path: Path) -> None:
+    copy = _installed_copy(tmp_path / "copy")
+    cache = tmp_path / "verdicts"
+    probe = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import dflash2_backport\n"
+        "assert dflash2_backport.__file__.startswith(sys.argv[1]), dflash2_backport.__file__\n"
+        "from dflash2_backport.cli import app\n"
+        "app(['check', '--site-packages', sys.argv[2]], prog_name='dflash2-backport')\n"
+    )
+
+    def check() -> int:
+        env = {"DFLASH2_BACKPORT_CACHE_DIR": str(cache), "PATH": "/usr/bin:/bin"}
+        return subprocess.run(
+            [sys.executable, "-c", probe, str(copy), str(site)],
+            capture_output=True,
+            env=env,
+        ).returncode
+
+    assert check() == 1  # pending, and now remembered
+    assert check() == 1
+    # The causality edit now expects another 0.27.1 fallback: the pristine
+    # function is no longer one it knows, so a fresh judgement is drift.
+    declarations = copy / "dflash2_backport/transforms/hunks.py"
+    source = declarations.read_text()
+    fallback = "layer_types[layer_idx] == _SLIDING_ATTENTION\n'''\nCAUSAL_NEW"
+    assert source.count(fallback) == 1
+    declarations.write_text(
+        source.replace(fallback, fallback.replace("_SLIDING_ATTENTION", "_FULL_ATTENTION"))
+    )
+    assert check() == 2
+
+
+def test_a_source_checkout_reaches_the_codemods_without_installing(
+    site: Path, tmp_path: Path
+) -> None:
+    checkout = tmp_path / "checkout"
+    for name in ("dflash2_backport", "transforms"):
+        shutil.copytree(
+            REPOSITORY / name, checkout / name, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    probe = (
+        "import sys; sys.path.insert(0, sys.argv[1])\n"
+        "from dflash2_backport.judge import judge\n"
+        "from dflash2_backport.verdicts import Direction\n"
+        "files = judge(__import__('pathlib').Path(sys.argv[2]), False, Direction.APPLY)\n"
+        "print(sorted({e.state.value for f in files for e in f.edits}))\n"
+    )
+    # -S: no site-packages, so no editable install maps the package for it.
+    result = subprocess.run(
+        [sys.executable, "-S", "-c", probe, str(checkout), str(site)],
+        capture_output=True,
+        text=True,
+        env={"DFLASH2_BACKPORT_CACHE_DIR": str(tmp_path / "verdicts")},
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "['pending']"
+
+
+def test_a_quick_verdict_the_codemod_contradicts_stops_the_command(
+    site: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dflash2_backport.transforms import _quick
+
+    honest = _quick.judge_file
+
+    def lying(path: str, data: bytes):  # type: ignore[no-untyped-def]
+        judged = honest(path, data)
+        if path == "vllm/model_executor/models/registry.py":
+            judged = {edit: dict.fromkeys(v, State.PENDING) for edit, v in judged.items()}
+        return judged
+
+    assert CliRunner().invoke(app, ["apply", "--site-packages", str(site)]).exit_code == 0
+    monkeypatch.setattr(_quick, "judge_file", lying)
+    with pytest.raises(BackportError) as stopped:
+        judge(site, True, Direction.APPLY, use_cache=False)
+    message = str(stopped.value)
+    assert "registry/DFlash2DraftModel entry" in message
+    assert "Python's parser judges it pending, the codemod applied" in message
+    assert message.endswith("please report this")
