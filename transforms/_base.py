@@ -184,9 +184,11 @@ class BackportCodemod:
         raise NotImplementedError
 
     def unsafe_to_undo(
-        self, tree: cst.Module, applied: dict[str, Judged]
+        self, tree: cst.Module, to_undo: dict[str, Judged]
     ) -> dict[str, Judged]:
-        """Applied hunks whose undoing would break the module, as drift."""
+        """The applied hunks of `to_undo` whose undoing would break the module
+        (other code reads what it removes), as drift; a hunk returned as
+        applied takes the returned site, what undoing it removes."""
         return {}
 
     # -- judging helpers ----------------------------------------------------
