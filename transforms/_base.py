@@ -133,7 +133,6 @@ class BackportCodemod:
     ) -> None:
         self.context = context
         self.direction = direction
-        self.verdicts: list[HunkVerdict] = []
         #: The module being transformed; inserted code is fitted to it.
         self.module = cst.Module(body=[])
 
@@ -163,7 +162,6 @@ class BackportCodemod:
 
     def transform_module(self, tree: cst.Module) -> cst.Module:
         outcome = self.outcome(tree)
-        self.verdicts = list(outcome.verdicts)
         if outcome.tree is None:
             drifted = [v for v in outcome.verdicts if v.state is State.DRIFT]
             raise EditRefused(self.EDIT, self.PATH, drifted)
