@@ -37,9 +37,9 @@ from .verdicts import Direction, EditReport, HunkVerdict, State
 # The codemods live in the repository's top-level transforms/, which the
 # wheel and the editable install map to dflash2_backport.transforms; this is
 # the one place the engine reaches them. A source checkout on sys.path that
-# was never installed has only the top-level package.
-# The quick judge and the codemods are imported from it when first needed,
-# so that a cached answer loads neither.
+# was never installed has only the top-level package. The quick judge and
+# the codemods are imported from it when first needed, so that a cached
+# answer loads neither.
 try:
     from .transforms import hunks
     from . import transforms
@@ -57,9 +57,8 @@ class FileVerdict:
     path: str
     original: bytes
     edits: list[EditReport]
-    patched: (
-        bytes | None
-    )  # None when no hunk is to be rewritten or bytes were not asked for
+    #: None when no hunk is to be rewritten or bytes were not asked for.
+    patched: bytes | None
 
 
 def judge(

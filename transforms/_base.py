@@ -133,7 +133,6 @@ class BackportCodemod:
     ) -> None:
         self.context = context
         self.direction = direction
-        self.verdicts: list[HunkVerdict] = []
         #: The module being transformed; inserted code is fitted to it.
         self.module = cst.Module(body=[])
 
@@ -163,7 +162,6 @@ class BackportCodemod:
 
     def transform_module(self, tree: cst.Module) -> cst.Module:
         outcome = self.outcome(tree)
-        self.verdicts = list(outcome.verdicts)
         if outcome.tree is None:
             drifted = [v for v in outcome.verdicts if v.state is State.DRIFT]
             raise EditRefused(self.EDIT, self.PATH, drifted)
@@ -184,9 +182,11 @@ class BackportCodemod:
         raise NotImplementedError
 
     def unsafe_to_undo(
-        self, tree: cst.Module, applied: dict[str, Judged]
+        self, tree: cst.Module, to_undo: dict[str, Judged]
     ) -> dict[str, Judged]:
-        """Applied hunks whose undoing would break the module, as drift."""
+        """The applied hunks of `to_undo` whose undoing would break the module
+        (other code reads what it removes), as drift; a hunk returned as
+        applied takes the returned site, what undoing it removes."""
         return {}
 
     # -- judging helpers ----------------------------------------------------

@@ -106,12 +106,12 @@ class GumbelNoisedArgmax(BackportCodemod):
         return {HUNK.name: pending(anchors[0])}
 
     def unsafe_to_undo(
-        self, tree: cst.Module, applied: dict[str, Judged]
+        self, tree: cst.Module, to_undo: dict[str, Judged]
     ) -> dict[str, Judged]:
         """Other module code that calls the function would break without it."""
-        if HUNK.name not in applied:
+        if HUNK.name not in to_undo:
             return {}
-        callers = Reads(tree).elsewhere(NAME, leaving=applied[HUNK.name].site)
+        callers = Reads(tree).elsewhere(NAME, leaving=to_undo[HUNK.name].site)
         if not callers:
             return {}
         return {

@@ -234,7 +234,7 @@ class VocabParallelTopK(BackportCodemod):
         return tree.with_changes(body=new_body)
 
     def unsafe_to_undo(
-        self, tree: cst.Module, applied: dict[str, Judged]
+        self, tree: cst.Module, to_undo: dict[str, Judged]
     ) -> dict[str, Judged]:
         """Drift where a name the undoing removes is still read elsewhere;
         otherwise the applied hunks with what undoing them removes."""
@@ -242,10 +242,10 @@ class VocabParallelTopK(BackportCodemod):
         bindings = module_bindings(tree.body)
         reads = Reads(tree)
         undone = {}
-        if IMPORTS_HUNK.name in applied:
+        if IMPORTS_HUNK.name in to_undo:
             undone[IMPORTS_HUNK.name] = self._unimport(body, bindings, reads)
-        if HELPERS_HUNK.name in applied:
-            helpers = applied[HELPERS_HUNK.name].site
+        if HELPERS_HUNK.name in to_undo:
+            helpers = to_undo[HELPERS_HUNK.name].site
             undone[HELPERS_HUNK.name] = self._unhelp(body, bindings, reads, helpers)
         return undone
 
