@@ -279,6 +279,8 @@ def test_a_write_failing_part_way_restores_every_file(
     calls = []
 
     def fail_on_the_fourth(*args, **kwargs):
+        if failing == "replace" and not str(args[1]).startswith(str(site)):
+            return real(*args, **kwargs)  # the verdict cache, not the tree
         calls.append(args)
         if len(calls) == 4:
             raise OSError(28, "No space left on device", str(args[0]))
