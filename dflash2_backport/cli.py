@@ -99,25 +99,26 @@ def _run(
     force: bool,
     fail_if_changed: bool = False,
 ) -> int:
-    """Every way a run can end becomes an exit code and one message: 0 and 1
-    as documented, 2 for anything that stops the tool."""
-    from . import interrupts
+    """Every way a run can end becomes one outcome: 0 and 1 as documented,
+    2 with one message for anything that stops the tool."""
+    from . import interrupts, outcome
     from .errors import Interrupted
     from .report import Report
 
     interrupts.install()
     report = Report(command, json_output)
     try:
-        return _execute(report, command, site_packages, root, diff, force, fail_if_changed)
+        result = _execute(report, command, site_packages, root, diff, force, fail_if_changed)
     except BackportError as error:
-        return report.error(str(error))
+        result = outcome.failed(str(error))
     except Interrupted as error:
-        return report.interrupted(error)
+        result = outcome.interrupted(error)
     except OSError as error:
         where = error.filename or (report.target.root if report.target else "dflash2-backport")
-        return report.error(f"{where}: {error.strerror or error}; nothing was written")
+        result = outcome.failed(f"{where}: {error.strerror or error}; nothing was written")
     except Exception as error:  # noqa: BLE001 - a bug: said plainly, never a traceback
-        return report.internal_error(error)
+        result = outcome.crashed(error)
+    return report.render(result)
 
 
 def _execute(
@@ -128,18 +129,19 @@ def _execute(
     diff: bool,
     force: bool,
     fail_if_changed: bool,
-) -> int:
+):
+    from . import outcome
     from .target import locate, triage
 
     target = locate(site_packages, root)
     report.target = target
     verdict = triage(target, force)
     if verdict.refusal:
-        return report.error(verdict.refusal)
+        return outcome.failed(verdict.refusal)
     if verdict.upstream:
-        return report.upstream()
+        return outcome.upstream_ships(target)
     # Imported late: the checks above need no parser, and a target that
-    # upstream already serves is answered without loading libcst.
+    # upstream already serves is answered without loading the judge.
     from .commit import commit, finish_interrupted, interrupted_message, read_intent
     from .engine import make_plan
     from .lock import TreeLock, timeout_from_environment, writer_active
@@ -172,23 +174,24 @@ def _execute(
         if intent is not None:
             holder = writer_active(target.root)
             if holder is not None:
-                return report.error(
+                return outcome.failed(
                     f"{target.root}: {holder} is writing this tree now; "
                     "run check again once it has finished"
                 )
-            return report.error(interrupted_message(target.root, intent))
+            return outcome.failed(interrupted_message(target.root, intent))
         plan = plan_now(notes)
-        return report.refused() if plan.refused else report.finished()
+        return outcome.refused(command, plan) if plan.refused else outcome.finished(command, plan, [])
 
+    written: list[str] = []
     with TreeLock(target.root, command) as lock:
         lock.acquire(timeout_from_environment(), report.waiting)
         finished = finish_interrupted(target.root)
         plan = plan_now(notes + ((finished,) if finished else ()))
         if plan.refused:
-            return report.refused()
+            return outcome.refused(command, plan)
         if plan.pending:
-            report.written = commit(target.root, command, plan.changes)
-    return report.finished(fail_if_changed)
+            written = commit(target.root, command, plan.changes)
+    return outcome.finished(command, plan, written, fail_if_changed)
 
 
 def main() -> None:

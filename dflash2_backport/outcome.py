@@ -1,0 +1,117 @@
+"""How a run ended: the action, the exit code and the summary line, as a value.
+
+The CLI decides the outcome; `report.py` only renders it. Exit codes: 0
+nothing (left) to do, or done; 1 `check` found work pending, or `apply
+--fail-if-changed` changed files; 2 anything that stopped the tool.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import os
+import traceback
+from typing import TYPE_CHECKING
+
+from .verdicts import Direction, State
+
+if TYPE_CHECKING:
+    from .engine import Plan
+    from .errors import Interrupted
+    from .target import Target
+
+
+class Action(enum.Enum):
+    ERROR = "error"
+    UPSTREAM_SHIPS = "upstream-ships"
+    REFUSED = "refused"
+    NOTHING_TO_DO = "nothing-to-do"
+    PENDING = "pending"
+    APPLIED = "applied"
+    REVERTED = "reverted"
+    INTERRUPTED = "interrupted"
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    action: Action
+    exit_code: int
+    message: str
+    #: Files the run wrote, relative to the target's root.
+    written: tuple[str, ...] = ()
+
+    @property
+    def is_error(self) -> bool:
+        """Said on stderr, as one line (with the report, for an interruption)."""
+        return self.action in (Action.ERROR, Action.INTERRUPTED)
+
+
+def failed(message: str) -> Outcome:
+    return Outcome(Action.ERROR, 2, message)
+
+
+def crashed(error: BaseException) -> Outcome:
+    """A bug: one line like any error, the traceback only on request."""
+    if os.environ.get("DFLASH2_BACKPORT_DEBUG"):
+        traceback.print_exception(error)
+    first_line = (str(error).strip().splitlines() or [""])[0]
+    return failed(
+        f"internal error ({type(error).__name__}: {first_line}); a commit under way is "
+        "finished by the next apply or revert; please report this bug with the "
+        "traceback that DFLASH2_BACKPORT_DEBUG=1 prints"
+    )
+
+
+def interrupted(interruption: Interrupted) -> Outcome:
+    return Outcome(Action.INTERRUPTED, 2, str(interruption), tuple(interruption.written))
+
+
+def upstream_ships(target: Target) -> Outcome:
+    return Outcome(
+        Action.UPSTREAM_SHIPS,
+        0,
+        f"{target.label} ships DFlash2 itself (upstream since 0.28.0); nothing to do",
+    )
+
+
+def refused(command: str, plan: Plan) -> Outcome:
+    problems = sum(e.state is State.DRIFT for e in plan.edits) + sum(
+        m.state is State.DRIFT for m in plan.modules
+    )
+    would = "would be" if command == "check" else "was"
+    return Outcome(
+        Action.REFUSED,
+        2,
+        f"refused: {problems} problem{'s' if problems != 1 else ''}; nothing {would} written",
+    )
+
+
+def finished(
+    command: str, plan: Plan, written: list[str], fail_if_changed: bool = False
+) -> Outcome:
+    edits = sum(plan.edit_to_do(e) for e in plan.edits)
+    modules = sum(plan.module_to_do(m) for m in plan.modules)
+    applying = plan.direction is Direction.APPLY
+    if not plan.pending:
+        done = (
+            "every edit is applied and the modules are installed"
+            if applying
+            else "the edits and modules are not there"
+        )
+        return Outcome(Action.NOTHING_TO_DO, 0, f"nothing to do: {done}")
+    if command == "check":
+        return Outcome(
+            Action.PENDING,
+            1,
+            f"pending: {edits} edit(s) and {modules} module(s); run `dflash2-backport apply`",
+        )
+    if applying:
+        summary = f"patched {edits} edit(s) and installed {modules} module(s)"
+    else:
+        summary = f"reverted {edits} edit(s) and removed {modules} module(s)"
+    return Outcome(
+        Action.APPLIED if applying else Action.REVERTED,
+        1 if fail_if_changed else 0,
+        f"{summary} in {len(written)} file(s)",
+        tuple(written),
+    )
