@@ -61,9 +61,21 @@ class Plan:
             or self.record_state is State.PENDING
         )
 
-    def diff(self) -> str:
-        chunks = []
+    def diff(self, modules_whole: bool = False) -> str:
+        """The unified diff of every change. The new modules are hundreds of
+        lines the user did not write and cannot review against anything, so
+        unless `modules_whole`, each is one comment line after the diff,
+        which `patch` and `git apply` skip."""
+        chunks, summaries = [], []
         for change in self.changes:
+            if change.path in MODULE_FILES and not modules_whole:
+                data = change.after if change.after is not None else change.before
+                lines = len(_lines(change.path, data))
+                what = "new file" if change.after is not None else "removed"
+                summaries.append(
+                    f"# {change.path}: {what}, {lines} lines (--diff-modules shows it)\n"
+                )
+                continue
             chunks.extend(
                 difflib.unified_diff(
                     _lines(change.path, change.before),
@@ -72,7 +84,7 @@ class Plan:
                     tofile=f"b/{change.path}" if change.after is not None else "/dev/null",
                 )
             )
-        return "".join(chunks)
+        return "".join(chunks + summaries)
 
 
 def _state(edit: EditReport) -> State:
