@@ -57,7 +57,11 @@ def probe_environment(scratch: Path) -> dict[str, str]:
         # No GPU: vLLM then takes an importable Triton as usable (so the V2
         # model runner can be chosen) and the CPU platform is consistent.
         CUDA_VISIBLE_DEVICES="",
+        # vLLM, torch and Triton each keep a cache, in the home directory or
+        # the system temp dir by default: verifying must leave nothing.
         VLLM_CACHE_ROOT=str(scratch / "vllm-cache"),
+        TORCHINDUCTOR_CACHE_DIR=str(scratch / "torchinductor"),
+        TRITON_CACHE_DIR=str(scratch / "triton"),
         HF_HUB_OFFLINE="1",
         TRANSFORMERS_OFFLINE="1",
         VLLM_NO_USAGE_STATS="1",

@@ -15,6 +15,9 @@ active, and VLLM_CACHE_ROOT in the pytest run's temp dir.
 
 `tiny_models`: config-only model directories (tiny_configs.py).
 
+`versioned_venvs(version)`: {"pristine": venv, "patched": venv} for any vLLM
+release in env.VLLM_VERSIONS (0.27.1 and 0.27.0).
+
 Every test under this directory is marked `runtime`.
 """
 
@@ -50,6 +53,21 @@ def pristine_venv(base_venv) -> Path:
 @pytest.fixture(scope="session")
 def patched_venv(base_venv) -> Path:
     return runtime_env.patched_env()
+
+
+@pytest.fixture(scope="session")
+def versioned_venvs(base_venv):
+    built: dict[str, dict[str, Path]] = {}
+
+    def venvs_of(version: str) -> dict[str, Path]:
+        if version not in built:
+            built[version] = {
+                "pristine": runtime_env.pristine_env(version),
+                "patched": runtime_env.patched_env(version),
+            }
+        return built[version]
+
+    return venvs_of
 
 
 @pytest.fixture(scope="session")
