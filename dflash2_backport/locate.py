@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -73,6 +74,9 @@ def ask(python: str | os.PathLike | None = None) -> Found:
     """Ask `python` (default: the interpreter running this tool) where vllm is."""
     executable = str(python) if python is not None else sys.executable
     shown = str(python) if python is not None else executable
+    if python is not None and os.sep not in executable:
+        # A bare name (`--python python3`) means the one on PATH, as in a shell.
+        executable = shutil.which(executable) or executable
     if python is not None and not Path(executable).exists():
         raise BackportError(
             f"{executable}: no such interpreter; pass --python the path of the "
