@@ -52,7 +52,7 @@ def test_drift_lines_name_the_edit_file_expectation_and_finding(site: Path) -> N
     )
     result = invoke("check", "--site-packages", str(site))
     assert result.exit_code == 2
-    (line,) = [l for l in result.output.splitlines() if l.lstrip().startswith("drift")]
+    (line,) = [x for x in result.output.splitlines() if x.lstrip().startswith("drift")]
     assert "registry" in line and REGISTRY in line
     assert "expected" in line and "found" in line and "elsewhere" in line
 
@@ -113,7 +113,9 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(
     result = invoke(command, "--site-packages", str(site))
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output
-    problem = [l for l in result.output.splitlines() if "error" in l or l.lstrip().startswith("drift")]
+    problem = [
+        x for x in result.output.splitlines() if "error" in x or x.lstrip().startswith("drift")
+    ]
     assert problem, result.output
     assert snapshot(site) == before
 
@@ -199,9 +201,11 @@ def test_cached_check_answers_without_the_parser_and_notices_changes(site: Path)
         "try:\n    runpy.run_module('dflash2_backport', run_name='__main__')\n"
         "except SystemExit as e:\n    print('exit', e.code, 'libcst' in sys.modules)\n"
     )
-    run = lambda: subprocess.run(
-        [sys.executable, "-c", probe, str(site)], capture_output=True, text=True, env=env
-    ).stdout.splitlines()[-1]
+    def run() -> str:
+        return subprocess.run(
+            [sys.executable, "-c", probe, str(site)], capture_output=True, text=True, env=env
+        ).stdout.splitlines()[-1]
+
     assert run() == "exit 1 True"  # first look parses
     assert run() == "exit 1 False"  # same files: answered from the cache
     path = site / REGISTRY
