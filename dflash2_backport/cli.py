@@ -79,7 +79,8 @@ def apply(
     force: Force = False,
     fail_if_changed: FailIfChanged = False,
 ) -> None:
-    """Apply the seven edits and install the DFlash2 modules, all or nothing."""
+    """Make the seven edits to seven vLLM files and install the two DFlash2
+    modules (three new files), all or nothing."""
     raise typer.Exit(
         _run("apply", site_packages, root, diff, json_output, force, fail_if_changed,
              python=python)
@@ -110,7 +111,7 @@ def revert(
     json_output: Json = False,
     force: Force = False,
 ) -> None:
-    """Undo the edits and remove the installed modules, all or nothing."""
+    """Undo the seven edits and remove the three new files, all or nothing."""
     raise typer.Exit(
         _run("revert", site_packages, root, diff, json_output, force, python=python)
     )

@@ -316,3 +316,19 @@ def test_pre_commit_blocks_a_commit_that_drops_an_edit_and_passes_a_reformat(for
     _git(fork, "add", "--all")
     reformatted = _git(fork, "commit", "--message", "reformat", check=False)
     assert reformatted.returncode == 0, reformatted.stdout + reformatted.stderr
+
+
+def test_pre_commit_autoupdate_pins_a_commit_while_no_release_is_tagged(fork: Path) -> None:
+    """The README's advice: a rev must exist, and with no tags `autoupdate`
+    pins the newest commit, here the hook repository's HEAD."""
+    config = fork / ".pre-commit-config.yaml"
+    text = config.read_text()
+    head = re.search(r"rev: (\S+)", text).group(1)
+    config.write_text(text.replace(f"rev: {head}", "rev: v0.1.0"))
+    missing = _pre_commit(fork, "run", "--all-files", "dflash2-backport-check")
+    assert missing.returncode != 0
+    assert "v0.1.0" in missing.stdout + missing.stderr
+
+    updated = _pre_commit(fork, "autoupdate")
+    assert updated.returncode == 0, updated.stdout + updated.stderr
+    assert f"rev: {head}" in config.read_text()
