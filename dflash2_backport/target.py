@@ -97,8 +97,8 @@ def _of_interpreter(python: Path | None) -> Target:
 
 def from_found(found: Found) -> Target:
     """The target an interpreter's answer points at."""
-    root = found.root
-    assert root is not None
+    assert found.root is not None
+    root = found.root.resolve()
     if found.editable and (found.dist_info is None or found.dist_info.parent != root):
         return Target(root, "editable", found.version, found.python, found.dist_info)
     version = installed_version(root)

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from .errors import BackportError
+from .style import paint
 
 PROBES = Path(__file__).resolve().with_name("probes.py")
 TIMEOUT = 300
@@ -140,7 +141,8 @@ def render(verification: Verification, python: str, as_json: bool) -> int:
     print(f"vLLM {verification.vllm_version} at {verification.vllm_package} ({python})")
     width = max(len(c.name) for c in verification.checks)
     for check in verification.checks:
-        print(f"  {'pass' if check.ok else 'FAIL':<4}  {check.name:<{width}}  {check.detail}")
+        state = paint("pass" if check.ok else "FAIL", sys.stdout, 4)
+        print(f"  {state}  {check.name:<{width}}  {check.detail}")
     failed = [c.name for c in verification.checks if not c.ok]
     if failed:
         print(

@@ -62,3 +62,35 @@ DIRECT_URLS = {
 @pytest.mark.parametrize(("text", "editable"), DIRECT_URLS.values(), ids=DIRECT_URLS.keys())
 def test_only_pep_610_editable_true_counts_as_an_editable_install(text, editable) -> None:
     assert is_editable(text) is editable
+
+
+class Stream:
+    def __init__(self, tty: bool) -> None:
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+COLOUR_CASES = {
+    "terminal": (True, {}, "\033[32mpass\033[0m  "),
+    "terminal, NO_COLOR set": (True, {"NO_COLOR": "1"}, "pass  "),
+    "terminal, NO_COLOR empty": (True, {"NO_COLOR": ""}, "\033[32mpass\033[0m  "),
+    "dumb terminal": (True, {"TERM": "dumb"}, "pass  "),
+    "pipe": (False, {}, "pass  "),
+}
+
+
+@pytest.mark.parametrize(("tty", "environ", "shown"), COLOUR_CASES.values(),
+                         ids=COLOUR_CASES.keys())
+def test_state_words_are_coloured_only_on_a_terminal_without_no_color(
+    monkeypatch: pytest.MonkeyPatch, tty: bool, environ: dict, shown: str
+) -> None:
+    from dflash2_backport.style import paint
+
+    for name in ("NO_COLOR", "TERM"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    assert paint("pass", Stream(tty), 6) == shown
+    assert paint("FAIL", Stream(tty), 6).startswith("\033[31m" if shown != "pass  " else "FAIL")
