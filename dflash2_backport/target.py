@@ -57,7 +57,8 @@ def locate(
         if value is not None
     ]
     if len(given) > 1:
-        raise BackportError(f"give one of --python, --site-packages, --root, not {' and '.join(given)}")
+        together = f"both {given[0]} and {given[1]}" if len(given) == 2 else "all three"
+        raise BackportError(f"give one of --python, --site-packages, --root, not {together}")
     if root is not None:
         return Target(_vllm_parent(root, "--root"), "root", None)
     if site_packages is not None:
