@@ -17,7 +17,7 @@ $(DEV_STAMP): pyproject.toml requirements-dev.txt
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt -e .
 	touch $@
 
-## make test: the whole CPU test suite (about 8 min cold, 5.5 min warm on 2 cores)
+## make test: the whole CPU test suite (about 6 min with its cache warm, 8 the first time, 2 cores)
 test: $(DEV_STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
