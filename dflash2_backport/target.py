@@ -74,7 +74,7 @@ def _in_site_packages(site_packages: Path) -> Target:
             source = editable_source(dist_info)
             if source is not None:
                 return Target(
-                    _vllm_parent(source, "--root"),
+                    _editable_tree(source, dist_info),
                     "editable",
                     _metadata_version(dist_info / "METADATA"),
                     dist_info=dist_info,
@@ -108,6 +108,15 @@ def from_found(found: Found) -> Target:
         # (PYTHONPATH, a bare .pth line): the tree decides, as with --root.
         return Target(root, "root", None, found.python)
     return Target(root, "site-packages", version, found.python)
+
+
+def _editable_tree(source: Path, dist_info: Path) -> Path:
+    if not (source / "vllm").is_dir():
+        raise BackportError(
+            f"{dist_info}: an editable install of vLLM whose source tree {source} has "
+            "no vllm/ package; reinstall vLLM, or pass --root the tree that has it"
+        )
+    return source.resolve()
 
 
 def _vllm_parent(path: Path, option: str) -> Path:

@@ -264,3 +264,17 @@ def test_editable_install_is_patched_in_its_checkout_and_site_packages_left_alon
     assert all((checkout / relative).is_file() for relative in INSTALLED)
     assert snapshot(site) == site_before
     assert tool("check", naming, name).returncode == 0
+
+
+def test_editable_install_whose_checkout_is_gone_is_one_line_naming_both(
+    tmp_path: Path,
+) -> None:
+    _, site = bare_venv(tmp_path / "venv")
+    checkout = tmp_path / "src" / "vllm"
+    dist_info = editable_metadata(site, checkout)
+    pth_path_line(site, checkout)
+    result = tool("check", "--site-packages", site)
+    assert result.returncode == 2
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"dflash2-backport: error: {dist_info.resolve()}: ")
+    assert str(checkout) in line and "--root" in line
