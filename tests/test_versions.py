@@ -2,9 +2,8 @@
 
 Why that is safe: the two wheels' Python sources differ only in the version
 file and in a model DFlash2 does not touch, so every edit lands on the same
-bytes. The runtime tests (tests/runtime, test_runtime_install.py and
-test_runtime_verify.py) then show the patched 0.27.0 importing and passing
-`verify` on the CPU, like 0.27.1.
+bytes. The runtime tests in tests/runtime (not modules/) then run every
+probe on the patched and pristine 0.27.0 as on 0.27.1, `verify` included.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """Fixtures for tests that run real vLLM 0.27.1 in fresh interpreters.
 
 Venvs (env.py; the first use builds them, about two minutes, later pytest runs
-reuse them): `pristine_python` / `patched_python` are their interpreters,
-`pristine_venv` / `patched_venv` their directories, `venvs` both by name.
+reuse them): `pristine_python` / `patched_python` are the 0.27.1 interpreters,
+`pristine_venv` / `patched_venv` their directories, `venvs` both interpreters
+by name, parametrized over every supported release (0.27.1, 0.27.0).
 
 Snippets: `run_snippet(python, code, args=[...], timeout=...)` runs `code` in a
 fresh interpreter of that venv and returns what the code passed to
@@ -80,10 +81,14 @@ def patched_python(patched_venv) -> Path:
     return runtime_env.venv_python(patched_venv)
 
 
-@pytest.fixture(scope="session")
-def venvs(pristine_python, patched_python) -> dict[str, Path]:
-    """Both interpreters by name, for tests that probe each."""
-    return {"pristine": pristine_python, "patched": patched_python}
+@pytest.fixture(scope="session", params=runtime_env.VLLM_VERSIONS)
+def venvs(request, versioned_venvs) -> dict[str, Path]:
+    """Both interpreters by name, for tests that probe each; once per vLLM
+    release the tool supports, so every probe shows 0.27.0 as well."""
+    return {
+        name: runtime_env.venv_python(venv)
+        for name, venv in versioned_venvs(request.param).items()
+    }
 
 
 @pytest.fixture(scope="session")
