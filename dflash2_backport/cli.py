@@ -1,8 +1,9 @@
 """The `dflash2-backport` command line.
 
-Exit codes: 0 nothing left to do (or, for apply and revert, done); 1 `check`
-found edits pending, or `apply --fail-if-changed` changed files; 2 drift or an
-error: nothing was written.
+Exit codes: 0 nothing left to do (or, for apply and revert, done; for verify,
+every check passed); 1 `check` found edits pending, or `apply
+--fail-if-changed` changed files; 2 drift or an error: nothing was written
+(for verify: a check failed).
 """
 
 from __future__ import annotations
@@ -19,20 +20,37 @@ app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    help="Backport DFlash2 speculative decoding to vLLM 0.27.1.",
+    # Plain help: Rich markup would eat "[default: ...]" and label flags <bool>.
+    rich_markup_mode=None,
+    help="Backport DFlash2 speculative decoding to vLLM 0.27.1 (and 0.27.0).",
 )
 
+Python = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--python",
+        metavar="PATH",
+        help="the interpreter that runs vLLM: patch the vllm it imports "
+        "[default: the interpreter running this tool]",
+        show_default=False,
+    ),
+]
 SitePackages = Annotated[
     Optional[Path],
     typer.Option(
         "--site-packages",
-        help="site-packages holding an installed vLLM [default: this interpreter's]",
+        metavar="PATH",
+        help="a site-packages (or dist-packages) directory holding an installed vLLM",
         show_default=False,
     ),
 ]
 Root = Annotated[
     Optional[Path],
-    typer.Option("--root", help="a vLLM source tree: the directory that contains vllm/"),
+    typer.Option(
+        "--root",
+        metavar="PATH",
+        help="a vLLM source tree: the directory that contains vllm/",
+    ),
 ]
 Diff = Annotated[bool, typer.Option("--diff", help="print the unified diff of the changes")]
 Json = Annotated[bool, typer.Option("--json", help="print one JSON object instead of text")]
@@ -53,6 +71,7 @@ FailIfChanged = Annotated[
 
 @app.command()
 def apply(
+    python: Python = None,
     site_packages: SitePackages = None,
     root: Root = None,
     diff: Diff = False,
@@ -60,14 +79,17 @@ def apply(
     force: Force = False,
     fail_if_changed: FailIfChanged = False,
 ) -> None:
-    """Apply the seven edits and install the DFlash2 modules, all or nothing."""
+    """Make the seven edits to seven vLLM files and install the two DFlash2
+    modules (three new files), all or nothing."""
     raise typer.Exit(
-        _run("apply", site_packages, root, diff, json_output, force, fail_if_changed)
+        _run("apply", site_packages, root, diff, json_output, force, fail_if_changed,
+             python=python)
     )
 
 
 @app.command()
 def check(
+    python: Python = None,
     site_packages: SitePackages = None,
     root: Root = None,
     diff: Diff = False,
@@ -75,19 +97,24 @@ def check(
     force: Force = False,
 ) -> None:
     """Dry run: report each edit's state; exit 0 done, 1 pending, 2 refused."""
-    raise typer.Exit(_run("check", site_packages, root, diff, json_output, force))
+    raise typer.Exit(
+        _run("check", site_packages, root, diff, json_output, force, python=python)
+    )
 
 
 @app.command()
 def revert(
+    python: Python = None,
     site_packages: SitePackages = None,
     root: Root = None,
     diff: Diff = False,
     json_output: Json = False,
     force: Force = False,
 ) -> None:
-    """Undo the edits and remove the installed modules, all or nothing."""
-    raise typer.Exit(_run("revert", site_packages, root, diff, json_output, force))
+    """Undo the seven edits and remove the three new files, all or nothing."""
+    raise typer.Exit(
+        _run("revert", site_packages, root, diff, json_output, force, python=python)
+    )
 
 
 def _run(
@@ -98,6 +125,7 @@ def _run(
     json_output: bool,
     force: bool,
     fail_if_changed: bool = False,
+    python: Path | None = None,
 ) -> int:
     """Every way a run can end becomes one outcome: 0 and 1 as documented,
     2 with one message for anything that stops the tool."""
@@ -108,7 +136,9 @@ def _run(
     interrupts.install()
     report = Report(command, json_output)
     try:
-        result = _execute(report, command, site_packages, root, diff, force, fail_if_changed)
+        result = _execute(
+            report, command, site_packages, root, python, diff, force, fail_if_changed
+        )
     except BackportError as error:
         result = outcome.failed(str(error))
     except Interrupted as error:
@@ -126,6 +156,7 @@ def _execute(
     command: str,
     site_packages: Path | None,
     root: Path | None,
+    python: Path | None,
     diff: bool,
     force: bool,
     fail_if_changed: bool,
@@ -133,7 +164,7 @@ def _execute(
     from . import outcome
     from .target import locate, triage
 
-    target = locate(site_packages, root)
+    target = locate(site_packages, root, python)
     report.target = target
     verdict = triage(target, force)
     if verdict.refusal:
@@ -192,6 +223,53 @@ def _execute(
         if plan.pending:
             written = commit(target.root, command, plan.changes)
     return outcome.finished(command, plan, written, fail_if_changed)
+
+
+@app.command()
+def verify(
+    python: Python = None,
+    json_output: Json = False,
+) -> None:
+    """Prove at run time, on the CPU, that vLLM resolves, configures and
+    dispatches DFlash2: exit 0 when every check passes, 2 otherwise."""
+    from .target import locate
+    from .verify import render, run
+
+    try:
+        target = locate(None, None, python)
+        interpreter = target.python or str(python or sys.executable)
+        raise typer.Exit(render(run(interpreter), interpreter, json_output))
+    except BackportError as error:
+        if json_output:
+            import json
+
+            print(json.dumps({"command": "verify", "passed": False, "error": str(error)}))
+        else:
+            print(f"dflash2-backport: error: {error}", file=sys.stderr)
+        raise typer.Exit(2) from None
+
+
+def _version(value: bool) -> None:
+    if value:
+        from . import __version__
+
+        print(f"dflash2-backport {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_version,
+            is_eager=True,
+            help="print the version and exit",
+        ),
+    ] = False,
+) -> None:
+    """Backport DFlash2 speculative decoding to vLLM 0.27.1 (and 0.27.0)."""
 
 
 def main() -> None:

@@ -1,19 +1,28 @@
 """Where the vLLM tree is, which version it is, and whether it needs the backport.
 
-Two kinds of target: an installed vLLM (a site-packages directory, whose
-`vllm-X.dist-info` gives the version) and a fork's source tree (`--root`, a
-directory that contains `vllm/`, judged from the tree alone).
+Three kinds of target:
+
+* "site-packages": an installed vLLM, whose `vllm-X.dist-info` beside it gives
+  the version and whose RECORD is kept true to the files;
+* "root": a fork's source tree (`--root`, a directory that contains `vllm/`),
+  judged from the tree alone;
+* "editable": a `pip install -e` of a source tree. The tree is patched like a
+  "root"; the install's metadata in site-packages (dist-info, `.pth`, import
+  hook) names the tree, not its files, so it is left alone.
+
+Without `--site-packages` or `--root`, the interpreter that runs vLLM
+(`--python`, default this tool's own) is asked where its `vllm` is.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
-import sysconfig
 from pathlib import Path
 
 from .errors import BackportError
 from .installer import upstream_ships_dflash2
+from .locate import Found, ask, editable_source
 from .record import dist_info
 
 SUPPORTED_SERIES = (0, 27)
@@ -23,24 +32,92 @@ FIRST_UPSTREAM = (0, 28, 0)
 @dataclasses.dataclass(frozen=True)
 class Target:
     root: Path
-    kind: str  # "site-packages" or "root"
+    kind: str  # "site-packages", "root" or "editable"
     version: str | None
+    # The interpreter that was asked, when one was.
+    python: str | None = None
+    # An editable install's metadata, which stays as it is.
+    dist_info: Path | None = None
 
     @property
     def label(self) -> str:
         version = f"vLLM {self.version}" if self.version else "vLLM (version unknown)"
+        if self.kind == "editable":
+            return f"{version} at {self.root} (editable install: its source tree is patched)"
         return f"{version} at {self.root}"
 
 
-def locate(site_packages: Path | None, root: Path | None) -> Target:
-    if site_packages is not None and root is not None:
-        raise BackportError("give --site-packages or --root, not both")
+def locate(
+    site_packages: Path | None, root: Path | None, python: Path | None = None
+) -> Target:
+    given = [
+        option
+        for option, value in (
+            ("--python", python), ("--site-packages", site_packages), ("--root", root)
+        )
+        if value is not None
+    ]
+    if len(given) > 1:
+        together = f"both {given[0]} and {given[1]}" if len(given) == 2 else "all three"
+        raise BackportError(f"give one of --python, --site-packages, --root, not {together}")
     if root is not None:
         return Target(_vllm_parent(root, "--root"), "root", None)
-    if site_packages is None:
-        site_packages = Path(sysconfig.get_paths()["purelib"])
+    if site_packages is not None:
+        return _in_site_packages(site_packages)
+    return _of_interpreter(python)
+
+
+def _in_site_packages(site_packages: Path) -> Target:
+    path = site_packages.expanduser().resolve()
+    if path.is_dir() and not (path / "vllm").is_dir():
+        # An editable install leaves only metadata here; it names the tree.
+        for dist_info in sorted(path.glob("vllm-*.dist-info")):
+            source = editable_source(dist_info)
+            if source is not None:
+                return Target(
+                    _editable_tree(source, dist_info),
+                    "editable",
+                    _metadata_version(dist_info / "METADATA"),
+                    dist_info=dist_info,
+                )
     directory = _vllm_parent(site_packages, "--site-packages")
     return Target(directory, "site-packages", installed_version(directory))
+
+
+def _of_interpreter(python: Path | None) -> Target:
+    found = ask(python)
+    shown = str(python) if python is not None else found.python
+    if found.package is None or not found.package.is_dir():
+        hint = (
+            "pass --python the interpreter that runs vLLM (e.g. /opt/venv/bin/python)"
+            if python is None
+            else "install vLLM there, or pass --python the interpreter that runs vLLM"
+        )
+        raise BackportError(f"{shown}: this interpreter cannot import vllm; {hint}")
+    return from_found(found)
+
+
+def from_found(found: Found) -> Target:
+    """The target an interpreter's answer points at."""
+    assert found.root is not None
+    root = found.root.resolve()
+    if found.editable and (found.dist_info is None or found.dist_info.parent != root):
+        return Target(root, "editable", found.version, found.python, found.dist_info)
+    version = installed_version(root)
+    if version is None:
+        # A vllm/ with no metadata beside it is a source tree on the path
+        # (PYTHONPATH, a bare .pth line): the tree decides, as with --root.
+        return Target(root, "root", None, found.python)
+    return Target(root, "site-packages", version, found.python)
+
+
+def _editable_tree(source: Path, dist_info: Path) -> Path:
+    if not (source / "vllm").is_dir():
+        raise BackportError(
+            f"{dist_info}: an editable install of vLLM whose source tree {source} has "
+            "no vllm/ package; reinstall vLLM, or pass --root the tree that has it"
+        )
+    return source.resolve()
 
 
 def _vllm_parent(path: Path, option: str) -> Path:
@@ -60,9 +137,10 @@ def _vllm_parent(path: Path, option: str) -> Path:
 def installed_version(site_packages: Path) -> str | None:
     """vLLM's version from its .dist-info, or None when there is none."""
     info = dist_info(site_packages)
-    if info is None:
-        return None
-    metadata = info / "METADATA"
+    return None if info is None else _metadata_version(info / "METADATA")
+
+
+def _metadata_version(metadata: Path) -> str | None:
     try:
         with metadata.open(encoding="utf-8") as lines:
             for line in lines:
@@ -100,7 +178,7 @@ def triage(target: Target, force: bool) -> Verdict:
     # it drift.
     if upstream_ships_dflash2(target.root):
         return Verdict(upstream=True)
-    if target.kind == "root" or force:
+    if target.kind in ("root", "editable") or force:
         return Verdict(upstream=False)
     if target.version is None:
         return Verdict(

@@ -146,9 +146,16 @@ def _vllm_files_left(site: Path) -> list[str]:
     ) if (site / "vllm").exists() else []
 
 
+@pytest.fixture
+def vllm_venv(tmp_path: Path):
+    """A venv with vLLM 0.27.1 installed by pip; removed afterwards (800 MB)."""
+    yield _venv_with_vllm(tmp_path / "venv")
+    shutil.rmtree(tmp_path / "venv", ignore_errors=True)
+
+
 @pytest.mark.parametrize("steps", [["apply"], ["apply", "revert"]], ids=" then ".join)
-def test_pip_uninstall_leaves_nothing_of_vllm_behind(tmp_path: Path, steps: list[str]) -> None:
-    python, site = _venv_with_vllm(tmp_path / "venv")
+def test_pip_uninstall_leaves_nothing_of_vllm_behind(vllm_venv, steps: list[str]) -> None:
+    python, site = vllm_venv
     for step in steps:
         subprocess.run([*TOOL, step, "--site-packages", str(site)], check=True, capture_output=True)
     assert (site / INSTALLED[0]).exists() == (steps == ["apply"])
@@ -156,8 +163,8 @@ def test_pip_uninstall_leaves_nothing_of_vllm_behind(tmp_path: Path, steps: list
     assert _vllm_files_left(site) == []
 
 
-def test_check_after_upgrading_a_patched_install_says_upstream_ships_it(tmp_path: Path) -> None:
-    python, site = _venv_with_vllm(tmp_path / "venv")
+def test_check_after_upgrading_a_patched_install_says_upstream_ships_it(vllm_venv) -> None:
+    python, site = vllm_venv
     subprocess.run([*TOOL, "apply", "--site-packages", str(site)], check=True, capture_output=True)
     _pip(python, "install", "--no-deps", "--upgrade", str(vllm_wheel("0.28.0")))
     result = subprocess.run(
@@ -234,7 +241,6 @@ def fork(tmp_path: Path, hook_repository: tuple[Path, str], tmp_path_factory) ->
 def _pre_commit(repo: Path, *args: str) -> subprocess.CompletedProcess:
     environment = dict(
         os.environ,
-        PRE_COMMIT_HOME=str(Path(os.environ.get("PRE_COMMIT_TEST_HOME", repo.parent / ".pre-commit"))),
         GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.invalid",
         GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@example.invalid",
     )
@@ -246,15 +252,18 @@ def _pre_commit(repo: Path, *args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture(autouse=True, scope="module")
 def _shared_pre_commit_home(tmp_path_factory: pytest.TempPathFactory):
-    # One hook environment for all the tests here: building it is the slow part.
+    """One hook environment for all the tests here (building it is the slow
+    part), used by `pre-commit run` and by the git hook `pre-commit install`
+    writes alike; removed afterwards (about 60 MB)."""
     home = tmp_path_factory.mktemp("pre-commit-home")
-    previous = os.environ.get("PRE_COMMIT_TEST_HOME")
-    os.environ["PRE_COMMIT_TEST_HOME"] = str(home)
+    previous = os.environ.get("PRE_COMMIT_HOME")
+    os.environ["PRE_COMMIT_HOME"] = str(home)
     yield
     if previous is None:
-        os.environ.pop("PRE_COMMIT_TEST_HOME", None)
+        os.environ.pop("PRE_COMMIT_HOME", None)
     else:
-        os.environ["PRE_COMMIT_TEST_HOME"] = previous
+        os.environ["PRE_COMMIT_HOME"] = previous
+    shutil.rmtree(home, ignore_errors=True)
 
 
 def test_pre_commit_check_fails_on_a_pristine_tree_and_apply_fixes_it(fork: Path) -> None:
@@ -298,3 +307,19 @@ def test_pre_commit_blocks_a_commit_that_drops_an_edit_and_passes_a_reformat(for
     _git(fork, "add", "--all")
     reformatted = _git(fork, "commit", "--message", "reformat", check=False)
     assert reformatted.returncode == 0, reformatted.stdout + reformatted.stderr
+
+
+def test_pre_commit_autoupdate_pins_a_commit_while_no_release_is_tagged(fork: Path) -> None:
+    """The README's advice: a rev must exist, and with no tags `autoupdate`
+    pins the newest commit, here the hook repository's HEAD."""
+    config = fork / ".pre-commit-config.yaml"
+    text = config.read_text()
+    head = re.search(r"rev: (\S+)", text).group(1)
+    config.write_text(text.replace(f"rev: {head}", "rev: v0.1.0"))
+    missing = _pre_commit(fork, "run", "--all-files", "dflash2-backport-check")
+    assert missing.returncode != 0
+    assert "v0.1.0" in missing.stdout + missing.stderr
+
+    updated = _pre_commit(fork, "autoupdate")
+    assert updated.returncode == 0, updated.stdout + updated.stderr
+    assert f"rev: {head}" in config.read_text()

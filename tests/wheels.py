@@ -1,6 +1,9 @@
 """Real vLLM wheels from PyPI for the tests: downloaded once, cached, never committed.
 
-The cache lives in $DFLASH2_BACKPORT_CACHE (default ~/.cache/dflash2-backport).
+The cache lives in $DFLASH2_BACKPORT_CACHE, by default the repository's
+git-ignored `.cache/dflash2-backport` (wheels, their extracted trees, and the
+runtime venvs: about 5.5 GB in all). Point several checkouts at one directory
+to share it.
 """
 
 from __future__ import annotations
@@ -11,9 +14,10 @@ import sys
 import zipfile
 from pathlib import Path
 
+REPOSITORY = Path(__file__).resolve().parent.parent
 CACHE = Path(
-    os.environ.get("DFLASH2_BACKPORT_CACHE", Path.home() / ".cache" / "dflash2-backport")
-)
+    os.environ.get("DFLASH2_BACKPORT_CACHE", REPOSITORY / ".cache" / "dflash2-backport")
+).expanduser()
 
 
 def vllm_wheel(version: str) -> Path:

@@ -1,8 +1,9 @@
 """Fixtures for tests that run real vLLM 0.27.1 in fresh interpreters.
 
 Venvs (env.py; the first use builds them, about two minutes, later pytest runs
-reuse them): `pristine_python` / `patched_python` are their interpreters,
-`pristine_venv` / `patched_venv` their directories, `venvs` both by name.
+reuse them): `pristine_python` / `patched_python` are the 0.27.1 interpreters,
+`pristine_venv` / `patched_venv` their directories, `venvs` both interpreters
+by name, parametrized over every supported release (0.27.1, 0.27.0).
 
 Snippets: `run_snippet(python, code, args=[...], timeout=...)` runs `code` in a
 fresh interpreter of that venv and returns what the code passed to
@@ -14,6 +15,9 @@ CUDA_VISIBLE_DEVICES="" and TRITON_INTERPRET=1, the CPU platform plugin
 active, and VLLM_CACHE_ROOT in the pytest run's temp dir.
 
 `tiny_models`: config-only model directories (tiny_configs.py).
+
+`versioned_venvs(version)`: {"pristine": venv, "patched": venv} for any vLLM
+release in env.VLLM_VERSIONS (0.27.1 and 0.27.0).
 
 Every test under this directory is marked `runtime`.
 """
@@ -53,6 +57,21 @@ def patched_venv(base_venv) -> Path:
 
 
 @pytest.fixture(scope="session")
+def versioned_venvs(base_venv):
+    built: dict[str, dict[str, Path]] = {}
+
+    def venvs_of(version: str) -> dict[str, Path]:
+        if version not in built:
+            built[version] = {
+                "pristine": runtime_env.pristine_env(version),
+                "patched": runtime_env.patched_env(version),
+            }
+        return built[version]
+
+    return venvs_of
+
+
+@pytest.fixture(scope="session")
 def pristine_python(pristine_venv) -> Path:
     return runtime_env.venv_python(pristine_venv)
 
@@ -62,10 +81,14 @@ def patched_python(patched_venv) -> Path:
     return runtime_env.venv_python(patched_venv)
 
 
-@pytest.fixture(scope="session")
-def venvs(pristine_python, patched_python) -> dict[str, Path]:
-    """Both interpreters by name, for tests that probe each."""
-    return {"pristine": pristine_python, "patched": patched_python}
+@pytest.fixture(scope="session", params=runtime_env.VLLM_VERSIONS)
+def venvs(request, versioned_venvs) -> dict[str, Path]:
+    """Both interpreters by name, for tests that probe each; once per vLLM
+    release the tool supports, so every probe shows 0.27.0 as well."""
+    return {
+        name: runtime_env.venv_python(venv)
+        for name, venv in versioned_venvs(request.param).items()
+    }
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,7 @@
-"""Virtual environments with real vLLM 0.27.1 for the runtime tests.
+"""Virtual environments with real vLLM 0.27.x for the runtime tests.
 
-Three venvs live under CACHE/runtime:
+Per vLLM version (0.27.1, and 0.27.0, which the tool supports too), three
+venvs live under CACHE/runtime:
 
 * base: torch, triton and the pinned imports vLLM needs (constraints.txt),
   plus a CPU platform plugin. About 2.5 GB, so it is built once per
@@ -40,6 +41,8 @@ from pathlib import Path
 from tests.wheels import CACHE, vllm_wheel
 
 VLLM_VERSION = "0.27.1"
+# Every release the tool patches; the runtime tests prove each.
+VLLM_VERSIONS = ("0.27.1", "0.27.0")
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 CONSTRAINTS = HERE / "constraints.txt"
@@ -123,14 +126,17 @@ def _run(cmd: list[str | Path], log: Path, env_extra: dict | None = None) -> Non
         raise EnvBuildError(f"{' '.join(map(str, cmd))} failed ({done.returncode}):\n{tail}")
 
 
-def _publish(name: str, build, *, prune: bool = True) -> Path:
-    """The venv published as ROOT/name, built by `build(dir, log)` if missing."""
+def _publish(name: str, build, *, prune: bool = True, kind: str | None = None) -> Path:
+    """The venv published as ROOT/name, built by `build(dir, log)` if missing.
+
+    `kind` (default: the name up to its first "-") groups the builds that
+    pruning weighs against each other."""
     link = ROOT / name
     with _locked():
         if link.is_symlink() and (link / ".complete").exists():
             _hold(link.resolve())
             return link
-        kind = name.split("-", 1)[0]
+        kind = kind or name.split("-", 1)[0]
         target = ROOT / f"{name}.{uuid.uuid4().hex[:8]}"
         log = ROOT / f"{target.name}.log"
         started = time.monotonic()
@@ -258,10 +264,10 @@ def base_env() -> Path:
     return _publish(f"base-{base_key()}", build)
 
 
-def _child(name: str, base: Path, extra_steps) -> Path:
+def _child(kind: str, key: str, base: Path, extra_steps, version: str) -> Path:
     def build(target: Path, log: Path) -> None:
         # Fetched under the build lock, so concurrent runs download it once.
-        wheel = vllm_wheel(VLLM_VERSION)
+        wheel = vllm_wheel(version)
         _make_venv(target, log)
         sp = site_packages(target)
         # addsitedir (not a bare path line) so that base's own .pth files run too.
@@ -272,12 +278,16 @@ def _child(name: str, base: Path, extra_steps) -> Path:
         _run(pip + ["--no-deps", wheel], log)
         extra_steps(target, log, pip)
 
-    return _publish(name, build)
+    return _publish(f"{kind}-{key}", build, kind=kind)
 
 
-def pristine_env() -> Path:
+def _kind(name: str, version: str) -> str:
+    return f"{name}-{version}"
+
+
+def pristine_env(version: str = VLLM_VERSION) -> Path:
     base = base_env()
-    return _child(f"pristine-{base_key()}", base, lambda *_: None)
+    return _child(_kind("pristine", version), base_key(), base, lambda *_: None, version)
 
 
 def _snapshot(directory: Path) -> Path:
@@ -295,7 +305,7 @@ def _snapshot(directory: Path) -> Path:
     return source
 
 
-def patched_env() -> Path:
+def patched_env(version: str = VLLM_VERSION) -> Path:
     base = base_env()
     with tempfile.TemporaryDirectory() as tmp:
         source = _snapshot(Path(tmp))
@@ -309,16 +319,22 @@ def patched_env() -> Path:
                      env_extra={"DFLASH2_BACKPORT_CACHE_DIR": verdicts})
 
         return _child(
-            f"patched-{base_key()}-{project_key(source)}", base, install_and_apply
+            _kind("patched", version), f"{base_key()}-{project_key(source)}", base,
+            install_and_apply, version,
         )
 
 
 def main() -> None:
     """Build (or find) every venv and print where they are."""
-    for build in (base_env, pristine_env, patched_env):
+    builds = [("base", base_env)] + [
+        (f"{build.__name__} {version}", lambda b=build, v=version: b(v))
+        for version in VLLM_VERSIONS
+        for build in (pristine_env, patched_env)
+    ]
+    for name, build in builds:
         started = time.monotonic()
         path = build()
-        print(f"{build.__name__}: {path} -> {path.resolve().name} "
+        print(f"{name}: {path} -> {path.resolve().name} "
               f"({time.monotonic() - started:.1f}s)")
 
 

@@ -15,6 +15,7 @@ import json
 
 import pytest
 
+from dflash2_backport.probes import check_registry
 from tests.runtime.tiny_configs import DFLASH1_CAUSAL, DFLASH1_DRAFTS
 
 pytestmark = pytest.mark.runtime
@@ -35,25 +36,16 @@ def probe(snippets, venvs, tiny_models):
 
 
 def registry_violations(seen: dict) -> list[str]:
-    problems = []
-    dflash2 = seen["registry"].get("DFlash2DraftModel")
-    if dflash2 is None:
-        problems.append("DFlash2DraftModel is not registered")
-    elif (dflash2["module"], dflash2["class"]) != (DFLASH2_MODULE, "DFlash2Qwen3ForCausalLM"):
-        problems.append(f"DFlash2DraftModel resolves to {dflash2['module']}.{dflash2['class']}")
-    elif f"{DFLASH1_MODULE}.DFlashQwen3ForCausalLM" not in dflash2["mro"]:
-        problems.append("DFlash2Qwen3ForCausalLM does not build on the DFlash1 model")
-    dflash1 = seen["registry"].get("DFlashDraftModel")
-    if dflash1 is None or (dflash1["module"], dflash1["class"]) != (
-        DFLASH1_MODULE, "DFlashQwen3ForCausalLM"
-    ):
-        problems.append(f"DFlashDraftModel resolves to {dflash1}")
-    return problems
+    """The registry judged as `dflash2-backport verify` judges it."""
+    problem = check_registry(seen["registry"])
+    return [] if problem is None else [problem]
 
 
 def test_registry_resolves_dflash2_to_its_model_and_dflash1_as_before(probe):
     assert registry_violations(probe["patched"]) == []
-    assert registry_violations(probe["pristine"]) == ["DFlash2DraftModel is not registered"]
+    assert registry_violations(probe["pristine"]) == [
+        "DFlash2DraftModel is not registered in vLLM's model registry"
+    ]
 
 
 def test_model_loader_lookup_builds_the_dflash2_model_for_a_dflash2_draft(probe):

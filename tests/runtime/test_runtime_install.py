@@ -13,7 +13,9 @@ import io
 import json
 import os
 import subprocess
+import sys
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -53,7 +55,19 @@ emit({name: {k: v for k, v in attempt(lambda: importlib.import_module(name)).ite
 """
 
 
-def test_every_patched_module_and_both_new_modules_import(snippets, venvs):
+@pytest.fixture(params=runtime_env.VLLM_VERSIONS, scope="module")
+def version(request) -> str:
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def pair(versioned_venvs, version) -> dict:
+    """The pristine and patched venv directories of one vLLM release."""
+    return versioned_venvs(version)
+
+
+def test_every_patched_module_and_both_new_modules_import(snippets, pair):
+    venvs = {name: runtime_env.venv_python(venv) for name, venv in pair.items()}
     modules = sorted(module_name(p) for p in TARGET_FILES | NEW_FILES)
     names = list(venvs)
     outcomes = snippets.run_many(
@@ -70,9 +84,9 @@ def test_every_patched_module_and_both_new_modules_import(snippets, venvs):
     assert missing == {module_name(p) for p in NEW_FILES}
 
 
-def wheel_record() -> dict[str, str]:
+def wheel_record(version: str) -> dict[str, str]:
     """path -> sha256 (the wheel's urlsafe base64 form) for vLLM's files."""
-    wheel = vllm_wheel(runtime_env.VLLM_VERSION)
+    wheel = vllm_wheel(version)
     with zipfile.ZipFile(wheel) as archive:
         name = next(n for n in archive.namelist() if n.endswith(".dist-info/RECORD"))
         rows = csv.reader(io.TextIOWrapper(archive.open(name), encoding="utf-8"))
@@ -91,9 +105,9 @@ def file_hash(path) -> str:
     return base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode()
 
 
-def compare_with_wheel(venv) -> dict[str, set[str]]:
+def compare_with_wheel(venv, version: str) -> dict[str, set[str]]:
     site = runtime_env.site_packages(venv.resolve())
-    record = wheel_record()
+    record = wheel_record(version)
     installed = {
         str(p.relative_to(site))
         for p in (site / "vllm").rglob("*")
@@ -107,11 +121,8 @@ def compare_with_wheel(venv) -> dict[str, set[str]]:
 
 
 @pytest.fixture(scope="module")
-def wheel_comparison(pristine_venv, patched_venv):
-    return {
-        "pristine": compare_with_wheel(pristine_venv),
-        "patched": compare_with_wheel(patched_venv),
-    }
+def wheel_comparison(pair, version):
+    return {name: compare_with_wheel(venv, version) for name, venv in pair.items()}
 
 
 def backport_footprint_violations(seen: dict[str, set[str]]) -> list[str]:
@@ -141,11 +152,10 @@ def test_vllm_differs_from_the_wheel_only_in_the_seven_targets_and_three_new_fil
     assert backport_footprint_violations(pristine) != []
 
 
-def test_check_command_finds_nothing_left_to_do_after_apply(
-    patched_venv, pristine_venv, tmp_path
-):
+def test_check_command_finds_nothing_left_to_do_after_apply(pair, tmp_path):
     """`check` on what `apply` produced (exit 0), and on a vLLM that still
     needs it (exit 1, pending)."""
+    patched_venv, pristine_venv = pair["patched"], pair["pristine"]
     cli = [runtime_env.venv_python(patched_venv), patched_venv / "bin" / "dflash2-backport"]
     environ = {**os.environ, "DFLASH2_BACKPORT_CACHE_DIR": str(tmp_path)}
     patched = subprocess.run([*cli, "check"], capture_output=True, text=True, env=environ)
@@ -157,3 +167,17 @@ def test_check_command_finds_nothing_left_to_do_after_apply(
         capture_output=True, text=True, env=environ,
     )
     assert pristine.returncode == 1, pristine.stdout + pristine.stderr
+
+
+def test_check_through_python_from_the_tools_own_venv(pair, version, tmp_path):
+    """The tool in one venv, vLLM in another: --python names the latter."""
+    tool = Path(sys.executable).with_name("dflash2-backport")
+    environ = {**os.environ, "DFLASH2_BACKPORT_CACHE_DIR": str(tmp_path)}
+    for name, expected in (("pristine", 1), ("patched", 0)):
+        python = runtime_env.venv_python(pair[name])
+        done = subprocess.run([tool, "check", "--python", python, "--json"],
+                              capture_output=True, text=True, env=environ)
+        assert done.returncode == expected, done.stdout + done.stderr
+        document = json.loads(done.stdout)
+        assert document["vllm_version"] == version
+        assert Path(document["target"]) == runtime_env.site_packages(pair[name].resolve())

@@ -8,11 +8,31 @@ vLLM (and triton) are first imported.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
-import traceback
-from contextlib import contextmanager
-from typing import Any, Callable
+import sys
+from pathlib import Path
+from typing import Any
+
+# The probes `dflash2-backport verify` runs, from the checkout: the pristine
+# venv has no dflash2-backport installed, and the tests must judge the same
+# code the command ships.
+PROBES_FILE = Path(__file__).resolve().parents[3] / "dflash2_backport" / "probes.py"
+
+
+def _load_probes():
+    spec = importlib.util.spec_from_file_location("dflash2_probes", PROBES_FILE)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+probes = _load_probes()
+attempt = probes.attempt
+describe = probes.describe
+distributed = probes.distributed
 
 
 def emit(result: Any) -> None:
@@ -20,26 +40,6 @@ def emit(result: Any) -> None:
     result goes through a file the runner names instead."""
     with open(os.environ["RUNTIME_RESULT"], "w") as out:
         json.dump(result, out)
-
-
-def describe(error: BaseException) -> str:
-    return f"{type(error).__name__}: {error}"
-
-
-def attempt(fn: Callable[[], Any]) -> dict:
-    """{"ok": True, "value": ...} or {"ok": False, "error": "Type: message"}.
-
-    For a probe whose failure on one venv is the expected observation rather
-    than a broken harness.
-    """
-    try:
-        return {"ok": True, "value": fn()}
-    except Exception as error:  # noqa: BLE001 -- the failure is the observation
-        return {
-            "ok": False,
-            "error": describe(error),
-            "traceback": traceback.format_exc(limit=-4),
-        }
 
 
 def use_triton_interpreter() -> None:
@@ -79,31 +79,3 @@ def stub_silu_and_mul() -> None:
     lib.impl("silu_and_mul", silu_and_mul, "CompositeExplicitAutograd")
     # Keep the library alive for the life of the interpreter.
     stub_silu_and_mul._lib = lib  # type: ignore[attr-defined]
-
-
-@contextmanager
-def distributed(vllm_config, world_size: int = 1, rank: int = 0, init_file: str | None = None):
-    """vLLM's model-parallel groups over gloo, as vLLM's own CPU tests set them up.
-
-    For world_size > 1 every rank runs this with the same `init_file`.
-    """
-    import tempfile
-
-    from vllm.config import set_current_vllm_config
-    from vllm.distributed import (
-        cleanup_dist_env_and_memory,
-        ensure_model_parallel_initialized,
-        init_distributed_environment,
-    )
-
-    if init_file is None:
-        init_file = tempfile.mktemp(prefix="vllm-dist-")
-    with set_current_vllm_config(vllm_config):
-        init_distributed_environment(
-            world_size, rank, f"file://{init_file}", rank, "gloo"
-        )
-        ensure_model_parallel_initialized(world_size, 1)
-        try:
-            yield
-        finally:
-            cleanup_dist_env_and_memory()

@@ -13,28 +13,23 @@ import json
 import sys
 import types
 
-from runtime_guest import attempt, distributed, emit
+from runtime_guest import attempt, distributed, emit, probes
 
-VOCAB = 1000  # not a multiple of the 64-row padding: the last shard is padded
-HIDDEN = 32
-TOKENS = 16
-K = 6
+# The head and data `dflash2-backport verify` checks at size 1, shared with it.
+# The vocabulary is not a multiple of the 64-row padding: the last shard is
+# padded.
+VOCAB = probes.TOP_K_VOCAB
+HIDDEN = probes.TOP_K_HIDDEN
+TOKENS = probes.TOP_K_TOKENS
+K = probes.TOP_K
+full_weight = probes.top_k_weight
+hidden_states = probes.top_k_hidden_states
 
 # (scale, soft_cap) pairs. Raw logits here reach about 20: the caps bend the
 # top values hard yet leave them distinct in fp32 (a cap that saturates them
 # would turn the selection into a tie-break). The last pair sets both, where
 # the order of the two matters for the values.
 CASES = [(1.0, None), (0.5, None), (1.0, 10.0), (1.7, 15.0)]
-
-
-def full_weight(torch):
-    generator = torch.Generator().manual_seed(1234)
-    return torch.randn(VOCAB, HIDDEN, generator=generator)
-
-
-def hidden_states(torch):
-    generator = torch.Generator().manual_seed(99)
-    return torch.randn(TOKENS, HIDDEN, generator=generator)
 
 
 def soft_capped(torch, values, soft_cap):
@@ -74,21 +69,7 @@ def install_fake_flashinfer(calls: list) -> None:
 
 
 def build_head(torch, world_size):
-    from vllm.model_executor.layers.vocab_parallel_embedding import ParallelLMHead
-
-    head = ParallelLMHead(VOCAB, HIDDEN, params_dtype=torch.float32)
-    with torch.no_grad():
-        head.weight.fill_(0.0)
-        head.weight_loader(head.weight, full_weight(torch))
-        # Padding rows that would win every token's top-k unless masked: each
-        # is a large multiple of one token's hidden state.
-        num_pad = head.shard_indices.num_org_vocab_padding
-        if num_pad:
-            rows = hidden_states(torch).repeat(num_pad // TOKENS + 1, 1)[:num_pad]
-            head.weight[-num_pad:] = 10.0 * rows
-    head.quant_method.process_weights_after_loading(head)
-    return head
-
+    return probes.build_lm_head(torch)
 
 def main(world_size: int, rank: int, init_file: str) -> None:
     import torch

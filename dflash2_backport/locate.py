@@ -1,0 +1,158 @@
+"""Where an interpreter finds vLLM, asked of that interpreter itself.
+
+The tool is often installed apart from vLLM (pipx, another venv, a system
+package), so its own sys.path says nothing about the vLLM a user runs. The
+answer comes from a subprocess of the interpreter in question, which finds
+the `vllm` package as `import vllm` would (user site, `.pth` files, import
+hooks of editable installs, PYTHONPATH) but never imports it: importing vLLM
+takes seconds and pulls in torch, and a broken vLLM must still be locatable.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from .errors import BackportError
+
+# Runs in the target interpreter with `-c`, so it must stand alone and keep to
+# what Python 3.8 understands. The current directory is dropped from sys.path:
+# a checkout of vLLM that the user happens to stand in is not what their
+# interpreter imports from anywhere else.
+_QUERY = r"""
+import json, sys
+if sys.path and sys.path[0] in ("", "."):
+    del sys.path[0]
+import importlib.util
+answer = {"executable": sys.executable, "version": list(sys.version_info[:3]),
+          "package": None, "dist": None}
+spec = importlib.util.find_spec("vllm")
+if spec is not None:
+    locations = list(spec.submodule_search_locations or [])
+    answer["package"] = locations[0] if locations else spec.origin
+try:
+    from importlib import metadata
+    dist = metadata.distribution("vllm")
+except Exception:
+    dist = None
+if dist is not None:
+    path = getattr(dist, "_path", None)
+    answer["dist"] = {
+        "version": dist.version,
+        "path": str(path) if path is not None else None,
+        "direct_url": dist.read_text("direct_url.json"),
+    }
+print(json.dumps(answer))
+"""
+
+_TIMEOUT = 60
+
+
+@dataclasses.dataclass(frozen=True)
+class Found:
+    """What an interpreter reports about its `vllm`."""
+
+    python: str
+    package: Path | None  # the vllm/ directory `import vllm` would load
+    dist_info: Path | None  # vllm's distribution metadata, wherever it is
+    version: str | None  # from that metadata
+    editable: bool  # direct_url.json says "editable": true
+
+    @property
+    def root(self) -> Path | None:
+        """The directory that contains vllm/."""
+        return None if self.package is None else self.package.parent
+
+
+def ask(python: str | os.PathLike | None = None) -> Found:
+    """Ask `python` (default: the interpreter running this tool) where vllm is."""
+    executable = str(python) if python is not None else sys.executable
+    shown = str(python) if python is not None else executable
+    if python is not None and os.sep not in executable:
+        # A bare name (`--python python3`) means the one on PATH, as in a shell.
+        executable = shutil.which(executable) or executable
+    if python is not None and not Path(executable).exists():
+        raise BackportError(
+            f"{executable}: no such interpreter; pass --python the path of the "
+            "Python that runs vLLM (e.g. /opt/venv/bin/python)"
+        )
+    with tempfile.TemporaryDirectory(prefix="dflash2-backport-") as cwd:
+        try:
+            done = subprocess.run(
+                [executable, "-c", _QUERY],
+                capture_output=True,
+                text=True,
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                timeout=_TIMEOUT,
+            )
+        except OSError as error:
+            raise BackportError(
+                f"{shown}: cannot run it ({error.strerror}); pass --python a Python "
+                "interpreter"
+            ) from None
+        except subprocess.TimeoutExpired:
+            raise BackportError(
+                f"{shown}: did not answer within {_TIMEOUT} s; check that it starts"
+            ) from None
+    answer = _parse(done.stdout)
+    if done.returncode != 0 or answer is None:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise BackportError(
+            f"{shown}: could not ask it where vllm is ({last}); pass --python a "
+            "Python 3 interpreter"
+        )
+    dist = answer.get("dist") or {}
+    return Found(
+        python=answer.get("executable") or executable,
+        package=Path(answer["package"]) if answer.get("package") else None,
+        dist_info=Path(dist["path"]) if dist.get("path") else None,
+        version=dist.get("version"),
+        editable=is_editable(dist.get("direct_url")),
+    )
+
+
+def _parse(stdout: str) -> dict | None:
+    # The last line: a sitecustomize or .pth file may print before the query.
+    for line in reversed(stdout.strip().splitlines()):
+        try:
+            answer = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(answer, dict) and "package" in answer:
+            return answer
+    return None
+
+
+def is_editable(direct_url: str | None) -> bool:
+    """Whether a direct_url.json (PEP 610) records an editable install."""
+    if not direct_url:
+        return False
+    try:
+        document = json.loads(direct_url)
+    except ValueError:
+        return False
+    dir_info = document.get("dir_info") if isinstance(document, dict) else None
+    return isinstance(dir_info, dict) and dir_info.get("editable") is True
+
+
+def editable_source(dist_info: Path) -> Path | None:
+    """The source directory of an editable install, from its direct_url.json."""
+    try:
+        text = (dist_info / "direct_url.json").read_text(encoding="utf-8")
+    except OSError:
+        return None
+    if not is_editable(text):
+        return None
+    url = json.loads(text).get("url", "")
+    if not url.startswith("file://"):
+        return None
+    from urllib.parse import unquote, urlparse
+
+    return Path(unquote(urlparse(url).path))

@@ -1,0 +1,158 @@
+"""`dflash2-backport verify`: run probes.py in the target interpreter and judge it.
+
+The probes run in a fresh process of the interpreter that runs vLLM, as the
+console script of that vLLM would, so what passes here is what a server
+started from that interpreter gets. The process sees no GPU, no network and a
+scratch vLLM cache: the answers must not depend on the machine, and verifying
+must not leave anything behind.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from .errors import BackportError
+from .style import paint
+
+PROBES = Path(__file__).resolve().with_name("probes.py")
+TIMEOUT = 300
+
+# `-c` rather than the file itself: running a file puts its directory first on
+# sys.path, and this package's module names (report, record, engine...) must
+# not shadow anything vLLM imports.
+_BOOTSTRAP = (
+    "import runpy, sys; del sys.path[0]; sys.argv = sys.argv[1:]; "
+    "runpy.run_path(sys.argv[0], run_name='__main__')"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Verification:
+    checks: list[Check]
+    vllm_version: str | None
+    vllm_package: str | None
+    seconds: float
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.checks) and all(check.ok for check in self.checks)
+
+
+def probe_environment(scratch: Path) -> dict[str, str]:
+    environ = dict(os.environ)
+    environ.update(
+        # No GPU: vLLM then takes an importable Triton as usable (so the V2
+        # model runner can be chosen) and the CPU platform is consistent.
+        CUDA_VISIBLE_DEVICES="",
+        # vLLM, torch and Triton each keep a cache, in the home directory or
+        # the system temp dir by default: verifying must leave nothing.
+        VLLM_CACHE_ROOT=str(scratch / "vllm-cache"),
+        TORCHINDUCTOR_CACHE_DIR=str(scratch / "torchinductor"),
+        TRITON_CACHE_DIR=str(scratch / "triton"),
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        VLLM_NO_USAGE_STATS="1",
+        DO_NOT_TRACK="1",
+        VLLM_LOGGING_LEVEL=environ.get("VLLM_LOGGING_LEVEL", "WARNING"),
+        PYTHONUNBUFFERED="1",
+    )
+    return environ
+
+
+def run(python: str, timeout: float = TIMEOUT) -> Verification:
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="dflash2-backport-verify-") as name:
+        scratch = Path(name)
+        result_file = scratch / "result.json"
+        log_file = scratch / "output.log"
+        try:
+            with open(log_file, "wb") as log:
+                done = subprocess.run(
+                    [python, "-c", _BOOTSTRAP, str(PROBES), str(result_file)],
+                    cwd=scratch,
+                    env=probe_environment(scratch),
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    timeout=timeout,
+                )
+        except subprocess.TimeoutExpired:
+            raise BackportError(
+                f"{python}: the probes did not finish within {timeout:.0f} s; "
+                "run again on a less busy machine"
+            ) from None
+        except OSError as error:
+            raise BackportError(f"{python}: cannot run it ({error.strerror})") from None
+        if done.returncode != 0 or not result_file.exists():
+            raise BackportError(
+                f"{python}: the probes crashed ({_last_error(log_file)}); "
+                "see that the interpreter imports vllm and torch"
+            )
+        document = json.loads(result_file.read_text())
+    return Verification(
+        checks=[Check(c["name"], bool(c["ok"]), c["detail"]) for c in document["checks"]],
+        vllm_version=document["vllm"]["version"],
+        vllm_package=document["vllm"]["package"],
+        seconds=round(time.monotonic() - started, 1),
+    )
+
+
+def _last_error(log_file: Path) -> str:
+    lines = [
+        line for line in log_file.read_text(errors="replace").splitlines() if line.strip()
+    ]
+    errors = [line for line in lines if "Error" in line or "error" in line]
+    return (errors or lines or ["no output"])[-1].strip()
+
+
+def render(verification: Verification, python: str, as_json: bool) -> int:
+    """Print the result; the exit code: 0 when every check passes, else 2."""
+    code = 0 if verification.passed else 2
+    if as_json:
+        json.dump(
+            {
+                "command": "verify",
+                "python": python,
+                "vllm_version": verification.vllm_version,
+                "vllm_package": verification.vllm_package,
+                "passed": verification.passed,
+                "seconds": verification.seconds,
+                "checks": [dataclasses.asdict(c) for c in verification.checks],
+            },
+            sys.stdout,
+            indent=2,
+        )
+        sys.stdout.write("\n")
+        return code
+    print(f"vLLM {verification.vllm_version} at {verification.vllm_package} ({python})")
+    width = max(len(c.name) for c in verification.checks)
+    for check in verification.checks:
+        state = paint("pass" if check.ok else "FAIL", sys.stdout, 4)
+        print(f"  {state}  {check.name:<{width}}  {check.detail}")
+    failed = [c.name for c in verification.checks if not c.ok]
+    if failed:
+        print(
+            f"failed: {len(failed)} of {len(verification.checks)} checks "
+            f"({', '.join(failed)}) in {verification.seconds:.0f} s; "
+            "run `dflash2-backport apply` on this vLLM, then verify again"
+        )
+    else:
+        print(
+            f"verified: {len(verification.checks)} of {len(verification.checks)} "
+            f"checks pass in {verification.seconds:.0f} s"
+        )
+    return code

@@ -1,0 +1,96 @@
+"""What a first look at the command shows: --version, and help that says what
+each option takes and defaults to."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dflash2_backport import __version__
+from dflash2_backport.locate import is_editable
+
+TOOL = Path(sys.executable).with_name("dflash2-backport")
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(TOOL), *args], capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "COLUMNS": "200", "TERM": "dumb"})
+
+
+def test_version_prints_the_packages_version() -> None:
+    result = run("--version")
+    assert result.returncode == 0
+    assert result.stdout == f"dflash2-backport {__version__}\n"
+    assert re.fullmatch(r"\d+\.\d+\.\d+", __version__)
+
+
+@pytest.mark.parametrize("command", ["check", "apply", "revert", "verify"])
+def test_help_names_what_options_take_and_never_calls_a_flag_bool(command: str) -> None:
+    result = run(command, "--help")
+    assert result.returncode == 0, result.stderr
+    assert "<bool>" not in result.stdout and "BOOLEAN" not in result.stdout
+    assert "--python PATH" in result.stdout
+    assert "[default: the interpreter running this tool]" in result.stdout
+    if command != "verify":
+        assert "--site-packages PATH" in result.stdout
+        assert "--root PATH" in result.stdout
+        assert re.search(r"^\s+--diff\s+print", result.stdout, flags=re.MULTILINE)
+
+
+def test_top_level_help_lists_every_command() -> None:
+    result = run("--help")
+    assert result.returncode == 0
+    commands = re.findall(r"^  (\w+)\s{2,}", result.stdout.split("Commands:")[1], re.MULTILINE)
+    assert commands == ["apply", "check", "revert", "verify"]
+
+
+DIRECT_URLS = {
+    "editable directory": ('{"url": "file:///src/vllm", "dir_info": {"editable": true}}', True),
+    "plain directory": ('{"url": "file:///src/vllm", "dir_info": {}}', False),
+    "editable false": ('{"url": "file:///src/vllm", "dir_info": {"editable": false}}', False),
+    "editable as a string": ('{"url": "file:///x", "dir_info": {"editable": "true"}}', False),
+    "a wheel from an index": ('{"url": "https://x/vllm.whl", "archive_info": {}}', False),
+    "not JSON": ("{", False),
+    "none": (None, False),
+}
+
+
+@pytest.mark.parametrize(("text", "editable"), DIRECT_URLS.values(), ids=DIRECT_URLS.keys())
+def test_only_pep_610_editable_true_counts_as_an_editable_install(text, editable) -> None:
+    assert is_editable(text) is editable
+
+
+class Stream:
+    def __init__(self, tty: bool) -> None:
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+COLOUR_CASES = {
+    "terminal": (True, {}, "\033[32mpass\033[0m  "),
+    "terminal, NO_COLOR set": (True, {"NO_COLOR": "1"}, "pass  "),
+    "terminal, NO_COLOR empty": (True, {"NO_COLOR": ""}, "\033[32mpass\033[0m  "),
+    "dumb terminal": (True, {"TERM": "dumb"}, "pass  "),
+    "pipe": (False, {}, "pass  "),
+}
+
+
+@pytest.mark.parametrize(("tty", "environ", "shown"), COLOUR_CASES.values(),
+                         ids=COLOUR_CASES.keys())
+def test_state_words_are_coloured_only_on_a_terminal_without_no_color(
+    monkeypatch: pytest.MonkeyPatch, tty: bool, environ: dict, shown: str
+) -> None:
+    from dflash2_backport.style import paint
+
+    for name in ("NO_COLOR", "TERM"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    assert paint("pass", Stream(tty), 6) == shown
+    assert paint("FAIL", Stream(tty), 6).startswith("\033[31m" if shown != "pass  " else "FAIL")

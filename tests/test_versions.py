@@ -1,0 +1,54 @@
+"""vLLM 0.27.0 is supported as well as 0.27.1.
+
+Why that is safe: the two wheels' Python sources differ only in the version
+file and in a model DFlash2 does not touch, so every edit lands on the same
+bytes. The runtime tests in tests/runtime (not modules/) then run every
+probe on the patched and pristine 0.27.0 as on 0.27.1, `verify` included.
+"""
+
+from __future__ import annotations
+
+import filecmp
+from pathlib import Path
+
+import pytest
+
+from tests.test_interpreter import tool
+from tests.trees import TARGETS, make_site, snapshot
+from tests.wheels import vllm_source
+
+pytestmark = pytest.mark.wheels
+
+# Read off a comparison of the two wheels, and nothing the backport reads.
+DIFFERING_SOURCES = {
+    "vllm/_version.py",
+    "vllm/model_executor/models/qwen3_dspark.py",
+}
+
+
+def python_files(tree: Path) -> set[str]:
+    return {str(p.relative_to(tree)) for p in (tree / "vllm").rglob("*.py")}
+
+
+def test_0_27_0_and_0_27_1_sources_differ_only_outside_what_dflash2_touches() -> None:
+    old, new = vllm_source("0.27.0"), vllm_source("0.27.1")
+    assert python_files(old) == python_files(new)
+    differing = {
+        relative for relative in python_files(new)
+        if not filecmp.cmp(old / relative, new / relative, shallow=False)
+    }
+    assert differing == DIFFERING_SOURCES
+    assert not differing & set(TARGETS)
+
+
+def test_apply_patches_0_27_0_exactly_as_0_27_1(tmp_path: Path) -> None:
+    old = make_site("0.27.0", tmp_path / "old")
+    new = make_site("0.27.1", tmp_path / "new")
+    assert tool("check", "--site-packages", old).returncode == 1
+    applied = tool("apply", "--site-packages", old)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert applied.stdout.splitlines()[0] == f"vLLM 0.27.0 at {old.resolve()}"
+    assert tool("apply", "--site-packages", new).returncode == 0
+    ours, reference = snapshot(old), snapshot(new)
+    assert {p: ours[p] for p in TARGETS} == {p: reference[p] for p in TARGETS}
+    assert tool("check", "--site-packages", old).returncode == 0
