@@ -53,6 +53,13 @@ Root = Annotated[
     ),
 ]
 Diff = Annotated[bool, typer.Option("--diff", help="print the unified diff of the changes")]
+DiffModules = Annotated[
+    bool,
+    typer.Option(
+        "--diff-modules",
+        help="with the diff, print the new files whole (else one line each)",
+    ),
+]
 Json = Annotated[bool, typer.Option("--json", help="print one JSON object instead of text")]
 Force = Annotated[
     bool,
@@ -75,6 +82,7 @@ def apply(
     site_packages: SitePackages = None,
     root: Root = None,
     diff: Diff = False,
+    diff_modules: DiffModules = False,
     json_output: Json = False,
     force: Force = False,
     fail_if_changed: FailIfChanged = False,
@@ -83,7 +91,7 @@ def apply(
     modules (three new files), all or nothing."""
     raise typer.Exit(
         _run("apply", site_packages, root, diff, json_output, force, fail_if_changed,
-             python=python)
+             python=python, diff_modules=diff_modules)
     )
 
 
@@ -93,12 +101,14 @@ def check(
     site_packages: SitePackages = None,
     root: Root = None,
     diff: Diff = False,
+    diff_modules: DiffModules = False,
     json_output: Json = False,
     force: Force = False,
 ) -> None:
     """Dry run: report each edit's state; exit 0 done, 1 pending, 2 refused."""
     raise typer.Exit(
-        _run("check", site_packages, root, diff, json_output, force, python=python)
+        _run("check", site_packages, root, diff, json_output, force, python=python,
+             diff_modules=diff_modules)
     )
 
 
@@ -108,12 +118,14 @@ def revert(
     site_packages: SitePackages = None,
     root: Root = None,
     diff: Diff = False,
+    diff_modules: DiffModules = False,
     json_output: Json = False,
     force: Force = False,
 ) -> None:
     """Undo the seven edits and remove the three new files, all or nothing."""
     raise typer.Exit(
-        _run("revert", site_packages, root, diff, json_output, force, python=python)
+        _run("revert", site_packages, root, diff, json_output, force, python=python,
+             diff_modules=diff_modules)
     )
 
 
@@ -126,6 +138,7 @@ def _run(
     force: bool,
     fail_if_changed: bool = False,
     python: Path | None = None,
+    diff_modules: bool = False,
 ) -> int:
     """Every way a run can end becomes one outcome: 0 and 1 as documented,
     2 with one message for anything that stops the tool."""
@@ -137,7 +150,8 @@ def _run(
     report = Report(command, json_output)
     try:
         result = _execute(
-            report, command, site_packages, root, python, diff, force, fail_if_changed
+            report, command, site_packages, root, python, diff or diff_modules, diff_modules,
+            force, fail_if_changed,
         )
     except BackportError as error:
         result = outcome.failed(str(error))
@@ -158,6 +172,7 @@ def _execute(
     root: Path | None,
     python: Path | None,
     diff: bool,
+    diff_modules: bool,
     force: bool,
     fail_if_changed: bool,
 ):
@@ -195,7 +210,7 @@ def _execute(
         )
         report.plan = plan
         if diff:
-            report.diff = plan.diff()
+            report.diff = plan.diff(modules_whole=diff_modules)
         return plan
 
     if command == "check":

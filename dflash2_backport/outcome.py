@@ -86,32 +86,43 @@ def refused(command: str, plan: Plan) -> Outcome:
     )
 
 
+def _count(number: int, thing: str) -> str:
+    return f"{number} {thing}{'' if number == 1 else 's'}"
+
+
 def finished(
     command: str, plan: Plan, written: list[str], fail_if_changed: bool = False
 ) -> Outcome:
-    edits = sum(plan.edit_to_do(e) for e in plan.edits)
-    modules = sum(plan.module_to_do(m) for m in plan.modules)
+    # One way to count everywhere: edits by name (speculator-selection spans
+    # two files), files by path, and the two new modules as their three files.
+    to_do = [e for e in plan.edits if plan.edit_to_do(e)]
+    edits = _count(len({e.edit for e in to_do}), "edit")
+    files = _count(len({e.path for e in to_do}), "file")
+    new_files = _count(sum(plan.module_to_do(m) for m in plan.modules), "new file")
     applying = plan.direction is Direction.APPLY
     if not plan.pending:
-        done = (
-            "every edit is applied and the modules are installed"
-            if applying
-            else "the edits and modules are not there"
-        )
+        if applying:
+            names = len({e.edit for e in plan.edits})
+            done = (
+                f"all {names} edits are applied and the {len(plan.modules)} new files "
+                "installed"
+            )
+        else:
+            done = "no edit is applied and no new file is installed"
         return Outcome(Action.NOTHING_TO_DO, 0, f"nothing to do: {done}")
     if command == "check":
         return Outcome(
             Action.PENDING,
             1,
-            f"pending: {edits} edit(s) and {modules} module(s); run `dflash2-backport apply`",
+            f"pending: {edits} in {files} and {new_files}; run `dflash2-backport apply`",
         )
     if applying:
-        summary = f"patched {edits} edit(s) and installed {modules} module(s)"
+        summary = f"applied {edits} in {files} and installed {new_files}"
     else:
-        summary = f"reverted {edits} edit(s) and removed {modules} module(s)"
+        summary = f"reverted {edits} in {files} and removed {new_files}"
     return Outcome(
         Action.APPLIED if applying else Action.REVERTED,
         1 if fail_if_changed else 0,
-        f"{summary} in {len(written)} file(s)",
+        f"{summary}; {_count(len(written), 'file')} written",
         tuple(written),
     )

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from . import __version__
 from .outcome import Action, Outcome
+from .style import paint
 from .verdicts import Direction, State
 
 if TYPE_CHECKING:
@@ -43,7 +44,8 @@ class Report:
         if self.as_json:
             self._json(outcome)
         elif outcome.action is Action.ERROR:
-            print(f"dflash2-backport: error: {outcome.message}", file=sys.stderr)
+            print(f"dflash2-backport: {paint('error', sys.stderr)}: {outcome.message}",
+                  file=sys.stderr)
         elif outcome.action is Action.UPSTREAM_SHIPS:
             print(outcome.message)
         else:
@@ -54,7 +56,8 @@ class Report:
             if outcome.is_error:
                 print(f"dflash2-backport: {outcome.message}", file=sys.stderr)
             else:
-                print(outcome.message)
+                word, _, rest = outcome.message.partition(" ")
+                print(f"{paint(word.rstrip(':'), sys.stdout)}{word[len(word.rstrip(':')):]} {rest}")
         return outcome.exit_code
 
     def waiting(self, message: str) -> None:
@@ -81,11 +84,11 @@ class Report:
         lines = [self.target.label]
         for edit in plan.edits:
             label = self._label(outcome, edit.state, plan.edit_to_do(edit))
-            line = f"  {label:<9} {edit.edit:<{_NAME_WIDTH}} {edit.path}"
+            line = f"  {paint(label, sys.stdout, 9)} {edit.edit:<{_NAME_WIDTH}} {edit.path}"
             lines.append(f"{line}: {edit.reason}" if edit.state is State.DRIFT else line)
         for module in plan.modules:
             label = self._label(outcome, module.state, plan.module_to_do(module), module=True)
-            line = f"  {label:<9} {'module':<{_NAME_WIDTH}} {module.dest}"
+            line = f"  {paint(label, sys.stdout, 9)} {'new file':<{_NAME_WIDTH}} {module.dest}"
             lines.append(f"{line}: {module.reason}" if module.state is State.DRIFT else line)
         if plan.record_state is not None and plan.record is not None:
             pending = plan.record_state is State.PENDING
@@ -93,7 +96,7 @@ class Report:
                 "pending" if pending else "current"
             )
             record = plan.record.relative_to(plan.root)
-            lines.append(f"  {label:<9} {'record':<{_NAME_WIDTH}} {record}")
+            lines.append(f"  {paint(label, sys.stdout, 9)} {'record':<{_NAME_WIDTH}} {record}")
         lines.extend(f"  note: {note}" for note in plan.notes)
         return lines
 
@@ -106,6 +109,7 @@ class Report:
             "target": str(target.root) if target else None,
             "target_kind": str(target.kind) if target else None,
             "vllm_version": target.version if target else None,
+            "python": getattr(target, "python", None) if target else None,
             "edits": [],
             "modules": [],
             "record": None,

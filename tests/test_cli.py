@@ -347,3 +347,56 @@ def test_console_script_prints_no_traceback_for_a_missing_target(tmp_path: Path)
     )
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+
+
+def _on_a_terminal(args: list, environment: dict) -> str:
+    """What the tool prints when its stdout is a terminal."""
+    import pty
+
+    leader, follower = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "dflash2_backport", *map(str, args)],
+        stdout=follower, stderr=subprocess.DEVNULL, env=environment,
+    )
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the terminal closed with the process
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    process.wait(timeout=60)
+    os.close(leader)
+    return b"".join(chunks).decode()
+
+
+@pytest.mark.parametrize("no_color, coloured", [("", True), ("1", False)])
+def test_state_words_are_coloured_on_a_terminal_unless_no_color(
+    site: Path, no_color: str, coloured: bool
+) -> None:
+    environment = {**os.environ, "NO_COLOR": no_color, "TERM": "xterm"}
+    shown = _on_a_terminal(["check", "--site-packages", site], environment)
+    assert "vllm/model_executor/models/registry.py" in shown
+    assert ("\033[33mpending\033[0m" in shown) is coloured
+    assert ("\033[" in shown) is coloured
+    piped = subprocess.run(
+        [sys.executable, "-m", "dflash2_backport", "check", "--site-packages", str(site)],
+        capture_output=True, text=True, env=environment,
+    )
+    assert "\033[" not in piped.stdout
+
+
+@pytest.mark.parametrize("flags, whole", [(["--diff"], False), (["--diff-modules"], True)])
+def test_the_diff_shows_new_files_as_one_line_each_unless_asked_for_whole(
+    site: Path, flags: list[str], whole: bool
+) -> None:
+    result = invoke("check", "--site-packages", str(site), *flags)
+    assert result.exit_code == 1
+    for relative in INSTALLED:
+        printed_whole = f"+++ b/{relative}" in result.output
+        summarised = f"# {relative}: new file," in result.output
+        assert (printed_whole, summarised) == (whole, not whole), relative
+    assert "+++ b/vllm/model_executor/models/registry.py" in result.output

@@ -89,7 +89,7 @@ def test_the_marker_counts_only_in_a_module_s_header(site: Path) -> None:
     result = invoke("apply", "--site-packages", str(site))
     assert result.exit_code == 2
     assert any(
-        line.split()[:2] == ["drift", "module"] and INSTALLED[0] in line
+        line.split()[:3] == ["drift", "new", "file"] and INSTALLED[0] in line
         for line in result.output.splitlines()
     ), result.output
     assert path.read_bytes() == someone_elses
