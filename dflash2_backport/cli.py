@@ -177,14 +177,14 @@ def _execute(
     fail_if_changed: bool,
 ):
     from . import outcome
-    from .target import locate, triage
+    from .target import TargetKind, Triage, locate, triage
 
     target = locate(site_packages, root, python)
     report.target = target
     verdict = triage(target, force)
-    if verdict.refusal:
-        return outcome.failed(verdict.refusal)
-    if verdict.upstream:
+    if verdict.triage is Triage.REFUSE:
+        return outcome.failed(verdict.reason)
+    if verdict.triage is Triage.UPSTREAM_SHIPS:
         return outcome.upstream_ships(target)
     # Imported late: the checks above need no parser, and a target that
     # upstream already serves is answered without loading the judge.
@@ -196,7 +196,7 @@ def _execute(
 
     direction = Direction.REVERT if command == "revert" else Direction.APPLY
     record_file, note = (
-        record_of(target.root) if target.kind == "site-packages" else (None, None)
+        record_of(target.root) if target.kind is TargetKind.SITE_PACKAGES else (None, None)
     )
     notes = (note,) if note else ()
 

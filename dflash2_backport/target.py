@@ -17,6 +17,7 @@ Without `--site-packages` or `--root`, the interpreter that runs vLLM
 from __future__ import annotations
 
 import dataclasses
+import enum
 import re
 from pathlib import Path
 
@@ -29,10 +30,21 @@ SUPPORTED_SERIES = (0, 27)
 FIRST_UPSTREAM = (0, 28, 0)
 
 
+class TargetKind(str, enum.Enum):
+    """Str-valued, so the JSON report prints the word."""
+
+    SITE_PACKAGES = "site-packages"
+    ROOT = "root"
+    EDITABLE = "editable"
+
+    def __str__(self) -> str:
+        return self.value
+
+
 @dataclasses.dataclass(frozen=True)
 class Target:
     root: Path
-    kind: str  # "site-packages", "root" or "editable"
+    kind: TargetKind
     version: str | None
     # The interpreter that was asked, when one was.
     python: str | None = None
@@ -42,7 +54,7 @@ class Target:
     @property
     def label(self) -> str:
         version = f"vLLM {self.version}" if self.version else "vLLM (version unknown)"
-        if self.kind == "editable":
+        if self.kind is TargetKind.EDITABLE:
             return f"{version} at {self.root} (editable install: its source tree is patched)"
         return f"{version} at {self.root}"
 
@@ -61,14 +73,14 @@ def locate(
         together = f"both {given[0]} and {given[1]}" if len(given) == 2 else "all three"
         raise BackportError(f"give one of --python, --site-packages, --root, not {together}")
     if root is not None:
-        return Target(_vllm_parent(root, "--root"), "root", None)
+        return Target(_vllm_parent(root, "--root"), TargetKind.ROOT, None)
     if site_packages is not None:
         return _in_site_packages(site_packages)
     return _of_interpreter(python)
 
 
 def _in_site_packages(site_packages: Path) -> Target:
-    path = site_packages.expanduser().resolve()
+    path = _resolved(site_packages, "--site-packages")
     if path.is_dir() and not (path / "vllm").is_dir():
         # An editable install leaves only metadata here; it names the tree.
         for dist_info in sorted(path.glob("vllm-*.dist-info")):
@@ -76,12 +88,12 @@ def _in_site_packages(site_packages: Path) -> Target:
             if source is not None:
                 return Target(
                     _editable_tree(source, dist_info),
-                    "editable",
+                    TargetKind.EDITABLE,
                     _metadata_version(dist_info / "METADATA"),
                     dist_info=dist_info,
                 )
     directory = _vllm_parent(site_packages, "--site-packages")
-    return Target(directory, "site-packages", installed_version(directory))
+    return Target(directory, TargetKind.SITE_PACKAGES, installed_version(directory))
 
 
 def _of_interpreter(python: Path | None) -> Target:
@@ -102,13 +114,13 @@ def from_found(found: Found) -> Target:
     assert found.root is not None
     root = found.root.resolve()
     if found.editable and (found.dist_info is None or found.dist_info.parent != root):
-        return Target(root, "editable", found.version, found.python, found.dist_info)
+        return Target(root, TargetKind.EDITABLE, found.version, found.python, found.dist_info)
     version = installed_version(root)
     if version is None:
         # A vllm/ with no metadata beside it is a source tree on the path
         # (PYTHONPATH, a bare .pth line): the tree decides, as with --root.
-        return Target(root, "root", None, found.python)
-    return Target(root, "site-packages", version, found.python)
+        return Target(root, TargetKind.ROOT, None, found.python)
+    return Target(root, TargetKind.SITE_PACKAGES, version, found.python)
 
 
 def _editable_tree(source: Path, dist_info: Path) -> Path:
@@ -120,11 +132,17 @@ def _editable_tree(source: Path, dist_info: Path) -> Path:
     return source.resolve()
 
 
-def _vllm_parent(path: Path, option: str) -> Path:
+def _resolved(path: Path, option: str) -> Path:
     try:
-        path = path.expanduser().resolve()
+        return path.expanduser().resolve()
     except (OSError, RuntimeError) as error:  # RuntimeError: a symlink loop
-        raise BackportError(f"{path}: cannot be resolved ({error}); pass {option} a directory") from None
+        raise BackportError(
+            f"{path}: cannot be resolved ({error}); pass {option} a directory"
+        ) from None
+
+
+def _vllm_parent(path: Path, option: str) -> Path:
+    path = _resolved(path, option)
     if not path.is_dir():
         raise BackportError(f"{path}: no such directory; pass {option} a directory")
     if not (path / "vllm").is_dir():
@@ -164,12 +182,18 @@ def release(version: str) -> tuple[int, ...] | None:
     return tuple(int(part or 0) for part in match.groups())
 
 
-@dataclasses.dataclass(frozen=True)
-class Verdict:
+class Triage(enum.Enum):
     """What to do with a target before any edit is looked at."""
 
-    upstream: bool  # upstream vLLM ships DFlash2: nothing to do
-    refusal: str | None = None  # why the tool will not touch this target
+    PATCH = "patch"  # a 0.27 release or a source tree: judge the edits
+    UPSTREAM_SHIPS = "upstream-ships"  # upstream's own DFlash2: nothing to do
+    REFUSE = "refuse"  # the tool will not touch this target
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    triage: Triage
+    reason: str = ""  # for REFUSE: why, and what to do
 
 
 def triage(target: Target, force: bool) -> Verdict:
@@ -177,26 +201,26 @@ def triage(target: Target, force: bool) -> Verdict:
     # refactored the V2-runner forcing, so hunk-by-hunk judgement would call
     # it drift.
     if upstream_ships_dflash2(target.root):
-        return Verdict(upstream=True)
-    if target.kind in ("root", "editable") or force:
-        return Verdict(upstream=False)
+        return Verdict(Triage.UPSTREAM_SHIPS)
+    if target.kind is not TargetKind.SITE_PACKAGES or force:
+        return Verdict(Triage.PATCH)
     if target.version is None:
         return Verdict(
-            False,
+            Triage.REFUSE,
             f"{target.root}: no vllm-*.dist-info found, so the vLLM version is unknown; "
             "pass --force to rely on the structural checks alone",
         )
     parsed = release(target.version)
     if parsed is not None and parsed[:2] == SUPPORTED_SERIES:
-        return Verdict(upstream=False)
+        return Verdict(Triage.PATCH)
     if parsed is not None and parsed >= FIRST_UPSTREAM:
         return Verdict(
-            False,
+            Triage.REFUSE,
             f"{target.root}: vLLM {target.version} should ship DFlash2 but its modules "
             "are missing; reinstall vLLM",
         )
     return Verdict(
-        False,
+        Triage.REFUSE,
         f"{target.root}: vLLM {target.version} is not a 0.27.x release; "
         "pass --force to rely on the structural checks alone",
     )
