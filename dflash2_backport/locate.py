@@ -13,10 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 from .errors import BackportError
@@ -72,6 +69,12 @@ class Found:
 
 def ask(python: str | os.PathLike | None = None) -> Found:
     """Ask `python` (default: the interpreter running this tool) where vllm is."""
+    # Imported here: a target given by path never asks, and a cached `check`
+    # should not pay for them.
+    import shutil
+    import subprocess
+    import tempfile
+
     executable = str(python) if python is not None else sys.executable
     shown = str(python) if python is not None else executable
     if python is not None and os.sep not in executable:

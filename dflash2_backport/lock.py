@@ -18,7 +18,6 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
-import socket
 import stat
 import time
 from collections.abc import Callable
@@ -86,6 +85,8 @@ class TreeLock:
             if self._still_ours(descriptor):
                 break
             os.close(descriptor)
+        import socket
+
         note = (
             f"pid {os.getpid()} on {socket.gethostname()} "
             f"(dflash2-backport {self.command}, since {time.strftime('%H:%M:%S')})\n"
