@@ -79,13 +79,14 @@ def commit(root: Path, command: str, changes: Sequence[Change]) -> list[str]:
         ],
     }
     new_file_mode = stat.S_IMODE(os.stat(root / "vllm" / "__init__.py").st_mode)
+    paths = [c.path for c in changes]
     try:
         _commit(root, intent, changes, directories, new_file_mode)
     except Interrupted as interruption:
         if interruption.after_commit:
-            interruption.written = [c.path for c in changes]
+            interruption.written = paths
         raise
-    return [c.path for c in changes]
+    return paths
 
 
 def _commit(
@@ -95,6 +96,7 @@ def _commit(
     directories: list[str],
     new_file_mode: int,
 ) -> None:
+    paths = [c.path for c in changes]
     with interrupts.held_during_commit():
         _write_intent(root, intent)
         try:
@@ -108,7 +110,7 @@ def _commit(
             for change in changes:
                 _compare(root, change)
         except BaseException:
-            _drop_staged(root, [c.path for c in changes], directories)
+            _drop_staged(root, paths, directories)
             _remove_intent(root)
             raise
         intent["phase"] = "committing"
@@ -121,7 +123,7 @@ def _commit(
                 done.append(change)
         except (BackportError, OSError) as error:
             _roll_back(root, done, originals, new_file_mode)
-            _drop_staged(root, [c.path for c in changes], directories)
+            _drop_staged(root, paths, directories)
             _remove_intent(root)
             if isinstance(error, BackportError):
                 raise
@@ -129,7 +131,7 @@ def _commit(
                 f"{error.filename or root}: write failed ({error.strerror}); "
                 "every file was restored"
             ) from None
-        _sync_directories(root, [c.path for c in changes])
+        _sync_directories(root, paths)
         _remove_leftovers(root, [c.path for c in changes if c.after is None])
         _remove_intent(root)
 

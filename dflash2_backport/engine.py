@@ -11,13 +11,14 @@ from __future__ import annotations
 import ast
 import dataclasses
 import difflib
+import stat
 from pathlib import Path
 
 from . import record
 from .commit import Change
 from .errors import BackportError
 from .installer import ModulePlan, plan_module_removal, plan_modules
-from .judge import judge
+from .judge import FileVerdict, judge
 from .layout import MODULE_FILES, TARGET_FILES, commit_rank
 from .safe_files import check_path, decode_source, read_regular
 from .verdicts import Direction, EditReport, State
@@ -41,13 +42,12 @@ class Plan:
 
     @property
     def refused(self) -> bool:
-        return any(_state(e) is State.DRIFT for e in self.edits) or any(
+        return any(e.state is State.DRIFT for e in self.edits) or any(
             m.state is State.DRIFT for m in self.modules
         )
 
     def edit_to_do(self, edit: EditReport) -> bool:
-        rewritten = self.direction.rewrites
-        return any(h.state is rewritten for h in edit.hunks)
+        return edit.has(self.direction.rewrites)
 
     def module_to_do(self, module: ModulePlan) -> bool:
         return module.state is self.direction.rewrites
@@ -87,10 +87,6 @@ class Plan:
         return "".join(chunks + summaries)
 
 
-def _state(edit: EditReport) -> State:
-    return State(edit.state)
-
-
 def _lines(path: str, data: bytes | None) -> list[str]:
     if data is None:
         return []
@@ -111,14 +107,15 @@ def make_plan(
     modules = tuple(
         plan_modules(root) if direction is Direction.APPLY else plan_module_removal(root)
     )
-    edits, patched = _judged(root, need_changes, direction, use_cache)
+    files = judge(root, need_changes, direction, use_cache)
+    edits = tuple(edit for file in files for edit in file.edits)
     record_before = read_regular(record_file) if record_file is not None else None
     if record_file is not None and record_before is None:
         record_file = None
     plan = Plan(root, direction, edits, modules, record_file, None, (), notes)
     if plan.refused:
         return plan
-    after = _files_after(plan, patched)
+    after = _files_after(plan, files)
     record_after = None
     if record_file is not None:
         record_after = record.reconcile(record_file, record_before, after)
@@ -129,50 +126,37 @@ def make_plan(
     )
     changes: tuple[Change, ...] = ()
     if need_changes:
-        changes = _changes(plan, patched, after, record_before, record_after)
+        changes = _changes(plan, files, record_before, record_after)
     return dataclasses.replace(plan, record_state=record_state, changes=changes)
 
 
-def _judged(
-    root: Path, need_changes: bool, direction: Direction, use_cache: bool
-) -> tuple[tuple[EditReport, ...], dict[str, tuple[bytes, bytes]]]:
-    """Every edit's verdicts, and the rewritten bytes of the files a write needs."""
-    files = judge(root, need_changes, direction, use_cache)
-    edits = tuple(edit for file in files for edit in file.edits)
-    patched = {f.path: (f.original, f.patched) for f in files if f.patched is not None}
-    return edits, patched
-
-
-def _files_after(plan: Plan, patched: dict[str, tuple[bytes, bytes]]) -> dict[str, bytes | None]:
-    """Every file the backport owns, as the command leaves it."""
-    after: dict[str, bytes | None] = {}
-    for relative in dict.fromkeys(e.path for e in plan.edits):
-        after[relative] = (
-            patched[relative][1] if relative in patched else read_regular(plan.root / relative)
-        )
+def _files_after(plan: Plan, files: list[FileVerdict]) -> dict[str, bytes | None]:
+    """Every file the backport owns, as the command leaves it: the bytes the
+    verdicts were made from, or their rewrite."""
+    after: dict[str, bytes | None] = {
+        f.path: f.patched if f.patched is not None else f.original for f in files
+    }
     for module in plan.modules:
-        after[module.dest] = (
-            module.content if plan.module_to_do(module) else read_regular(plan.root / module.dest)
-        )
+        after[module.dest] = module.content if plan.module_to_do(module) else module.existing
     return after
 
 
 def _changes(
     plan: Plan,
-    patched: dict[str, tuple[bytes, bytes]],
-    after: dict[str, bytes | None],
+    files: list[FileVerdict],
     record_before: bytes | None,
     record_after: bytes | None,
 ) -> tuple[Change, ...]:
     changes = []
-    for relative, (original, result) in patched.items():
-        _check_parses(plan.root / relative, result)
-        if result != original:
-            changes.append(Change(relative, original, result))
+    for file in files:
+        if file.patched is None:
+            continue
+        _check_parses(plan.root / file.path, file.patched)
+        if file.patched != file.original:
+            changes.append(Change(file.path, file.original, file.patched))
     for module in plan.modules:
         if plan.module_to_do(module):
-            before = read_regular(plan.root / module.dest)
-            changes.append(Change(module.dest, before, module.content))
+            changes.append(Change(module.dest, module.existing, module.content))
     revert = plan.direction is Direction.REVERT
     changes.sort(key=lambda change: commit_rank(change.path, revert))
     if plan.record is not None and record_after != record_before:
@@ -204,14 +188,8 @@ def _refuse_what_is_not_a_plain_file(root: Path, record_file: Path | None) -> No
         check_path(root, relative)
     if record_file is not None:
         info = check_path(root, str(record_file.relative_to(root)))
-        if info is not None and not _is_regular(info.st_mode):
+        if info is not None and not stat.S_ISREG(info.st_mode):
             raise BackportError(
                 f"{record_file}: is a directory, expected vLLM's RECORD file; nothing was "
                 "written; reinstall vLLM to restore it"
             )
-
-
-def _is_regular(mode: int) -> bool:
-    import stat
-
-    return stat.S_ISREG(mode)

@@ -42,6 +42,8 @@ class ModulePlan:
     dest: str
     state: State
     content: bytes | None  # what the file should hold; None: no file
+    #: What the file holds now (None: no file), as read for the verdict.
+    existing: bytes | None = None
     reason: str = ""
 
 
@@ -94,7 +96,7 @@ def plan_modules(root: Path) -> list[ModulePlan]:
                     module.dest,
                     State.DRIFT,
                     content,
-                    f"expected a directory at {blocked}, found a file; remove it",
+                    reason=f"expected a directory at {blocked}, found a file; remove it",
                 )
             )
             continue
@@ -102,10 +104,13 @@ def plan_modules(root: Path) -> list[ModulePlan]:
         if existing is None:
             plans.append(ModulePlan(module.dest, State.PENDING, content))
         elif existing == content:
-            plans.append(ModulePlan(module.dest, State.APPLIED, content))
+            plans.append(ModulePlan(module.dest, State.APPLIED, content, existing))
         elif is_ours(existing):
             plans.append(
-                ModulePlan(module.dest, State.PENDING, content, "replaces an older copy of ours")
+                ModulePlan(
+                    module.dest, State.PENDING, content, existing,
+                    "replaces an older copy of ours",
+                )
             )
         else:
             plans.append(
@@ -113,6 +118,7 @@ def plan_modules(root: Path) -> list[ModulePlan]:
                     module.dest,
                     State.DRIFT,
                     content,
+                    existing,
                     "expected no file or ours, found a file this tool did not write; "
                     "move it away if it is not upstream's",
                 )
@@ -131,18 +137,19 @@ def plan_module_removal(root: Path) -> list[ModulePlan]:
         path = root / module.dest
         existing = None if path.parent.is_file() else _read(path)
         if existing is not None and existing == shipped_source(module):
-            plans.append(ModulePlan(module.dest, State.APPLIED, None))
+            plans.append(ModulePlan(module.dest, State.APPLIED, None, existing))
         elif existing is not None and is_ours(existing):
             plans.append(
                 ModulePlan(
                     module.dest,
                     State.DRIFT,
                     None,
+                    existing,
                     "expected the file as this tool installed it, found it changed "
                     "since; remove it by hand if the change is not wanted",
                 )
             )
         else:
             # No file, or upstream's or someone else's: not ours to remove.
-            plans.append(ModulePlan(module.dest, State.PENDING, existing))
+            plans.append(ModulePlan(module.dest, State.PENDING, existing, existing))
     return plans

@@ -23,15 +23,14 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import io
 import os
 import pickle
-import tokenize
 import traceback
 from pathlib import Path
 
 from . import verdict_cache
 from .errors import BackportError
+from .safe_files import decode_source
 from .verdicts import Direction, EditReport, HunkVerdict, State
 
 # The codemods live in the repository's top-level transforms/, which the
@@ -72,7 +71,7 @@ def judge(
     paths = list(dict.fromkeys(edit.path for edit in hunks.EDITS))
     originals = {path: _read(root / path) for path in paths}
     for path in paths:
-        _check_encoding(root / path, originals[path])
+        decode_source(root / path, originals[path])
     codemods = verdict_cache.codemods_digest(CODEMODS_DIRECTORY)
 
     done: dict[str, FileVerdict] = {}
@@ -107,26 +106,6 @@ def judge(
             )
         done[verdict.path] = verdict
     return [done[path] for path in paths]
-
-
-def _check_encoding(path: Path, data: bytes) -> None:
-    try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-    except SyntaxError as error:
-        if not error.msg.startswith("invalid or missing encoding declaration"):
-            raise BackportError(f"{path}: {error.msg}; fix the file") from None
-        # No cookie, and the first lines are not UTF-8: the decoding below
-        # says where.
-        encoding = "utf-8"
-    try:
-        data.decode(encoding)
-    except UnicodeDecodeError as error:
-        line = data.count(b"\n", 0, error.start) + 1
-        raise BackportError(
-            f"{path}: not valid {encoding} (line {line}: byte "
-            f"{data[error.start]:#04x}, {error.reason}); fix the file or declare "
-            "its encoding"
-        ) from None
 
 
 # -- the quick judge --------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import sys
 from typing import TYPE_CHECKING
 
@@ -56,8 +57,10 @@ class Report:
             if outcome.is_error:
                 print(f"dflash2-backport: {outcome.message}", file=sys.stderr)
             else:
-                word, _, rest = outcome.message.partition(" ")
-                print(f"{paint(word.rstrip(':'), sys.stdout)}{word[len(word.rstrip(':')):]} {rest}")
+                # The summary opens with its state word ("pending: ...").
+                first = re.match(r"\w+", outcome.message)
+                end = first.end() if first else 0
+                print(paint(outcome.message[:end], sys.stdout) + outcome.message[end:])
         return outcome.exit_code
 
     def waiting(self, message: str) -> None:

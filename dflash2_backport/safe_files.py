@@ -97,17 +97,23 @@ def read_regular(path: Path) -> bytes | None:
         return handle.read()
 
 
-def decode_source(path: str, data: bytes) -> str:
+def decode_source(path: str | os.PathLike, data: bytes) -> str:
     """Python source as text, in the encoding its PEP 263 cookie declares
-    (UTF-8 when there is none)."""
+    (UTF-8 when there is none); one line naming the file when it is not."""
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as error:
-        raise BackportError(f"{path}: {error.msg}; fix the file's coding line") from None
+        if not error.msg.startswith("invalid or missing encoding declaration"):
+            raise BackportError(f"{path}: {error.msg}; fix the file") from None
+        # No cookie, and the first lines are not UTF-8: the decoding below
+        # says where.
+        encoding = "utf-8"
     try:
         return data.decode(encoding)
     except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
         raise BackportError(
-            f"{path}: not valid {encoding} (byte {error.object[error.start]:#04x} at offset "
-            f"{error.start}); fix the file or declare its encoding in a coding line"
+            f"{path}: not valid {encoding} (line {line}: byte "
+            f"{data[error.start]:#04x}, {error.reason}); fix the file or declare "
+            "its encoding"
         ) from None
