@@ -8,6 +8,7 @@ every check passed); 1 `check` found edits pending, or `apply
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -146,23 +147,25 @@ def _run(
     from .errors import Interrupted
     from .report import Report
 
-    interrupts.install()
     report = Report(command, json_output)
-    try:
-        result = _execute(
-            report, command, site_packages, root, python, diff or diff_modules, diff_modules,
-            force, fail_if_changed,
-        )
-    except BackportError as error:
-        result = outcome.failed(str(error))
-    except Interrupted as error:
-        result = outcome.interrupted(error)
-    except OSError as error:
-        where = error.filename or (report.target.root if report.target else "dflash2-backport")
-        result = outcome.failed(f"{where}: {error.strerror or error}; nothing was written")
-    except Exception as error:  # noqa: BLE001 - a bug: said plainly, never a traceback
-        result = outcome.crashed(error)
-    return report.render(result)
+    with interrupts.stopping_on_signals():
+        try:
+            result = _execute(
+                report, command, site_packages, root, python, diff or diff_modules,
+                diff_modules, force, fail_if_changed,
+            )
+        except BackportError as error:
+            result = outcome.failed(str(error))
+        except Interrupted as error:
+            result = outcome.interrupted(error)
+        except OSError as error:
+            where = error.filename or (
+                report.target.root if report.target else "dflash2-backport"
+            )
+            result = outcome.failed(f"{where}: {error.strerror or error}; nothing was written")
+        except Exception as error:  # noqa: BLE001 - a bug: said plainly, never a traceback
+            result = outcome.crashed(error)
+        return report.render(result)
 
 
 def _execute(
@@ -188,17 +191,25 @@ def _execute(
         return outcome.upstream_ships(target)
     # Imported late: the checks above need no parser, and a target that
     # upstream already serves is answered without loading the judge.
-    from .commit import commit, finish_interrupted, interrupted_message, read_intent
+    from . import recovery
+    from .commit import commit, intent_path, interrupted_message
     from .engine import make_plan
     from .lock import TreeLock, timeout_from_environment, writer_active
+    from .owned import Owned
     from .record import record_of
+    from .safe_files import Tree
     from .verdicts import Direction
 
     direction = Direction.REVERT if command == "revert" else Direction.APPLY
     record_file, note = (
         record_of(target.root) if target.kind is TargetKind.SITE_PACKAGES else (None, None)
     )
-    notes = (note,) if note else ()
+    notes = tuple(filter(None, (note, _someone_elses_tree(target.root))))
+    owned = Owned(str(record_file.relative_to(target.root)) if record_file else None)
+    # Links and special files on the way to what the tool writes are refused
+    # before it creates anything, its lock included.
+    with Tree(target.root) as tree:
+        owned.check(tree)
 
     def plan_now(notes: tuple[str, ...]):
         plan = make_plan(
@@ -213,31 +224,79 @@ def _execute(
             report.diff = plan.diff(modules_whole=diff_modules)
         return plan
 
+    def finishing_plan(direction: Direction):
+        return make_plan(
+            target.root, need_changes=True, direction=direction, record_file=record_file
+        )
+
     if command == "check":
         # A dry run writes nothing, not even a lock file; it only says
         # whether a writer is at work or was interrupted.
-        intent = read_intent(target.root)
-        if intent is not None:
+        if os.path.lexists(intent_path(target.root)):
             holder = writer_active(target.root)
             if holder is not None:
                 return outcome.failed(
                     f"{target.root}: {holder} is writing this tree now; "
                     "run check again once it has finished"
                 )
-            return outcome.failed(interrupted_message(target.root, intent))
+        leftover = recovery.examine(target.root, owned, finishing_plan)
+        if leftover is not None:
+            return outcome.failed(interrupted_message(target.root, leftover.intent))
         plan = plan_now(notes)
         return outcome.refused(command, plan) if plan.refused else outcome.finished(command, plan, [])
 
     written: list[str] = []
     with TreeLock(target.root, command) as lock:
         lock.acquire(timeout_from_environment(), report.waiting)
-        finished = finish_interrupted(target.root)
-        plan = plan_now(notes + ((finished,) if finished else ()))
+        leftover = recovery.examine(target.root, owned, finishing_plan)
+        if leftover is None:
+            recovery.sweep(target.root)
+        else:
+            recovery.clear(target.root, leftover)
+            interrupted = leftover.intent.command
+            finishing = leftover.finishing
+            if finishing is None:
+                notes += (f"an interrupted {interrupted} had not replaced any file yet; "
+                          "it was dropped",)
+            elif finishing.refused:
+                report.plan = finishing
+                return outcome.refused(interrupted, finishing)
+            else:
+                completed = commit(target.root, interrupted, finishing.changes)
+                if not completed:
+                    recovery.forget(target.root)
+                notes += (f"finished an interrupted {interrupted}: "
+                          f"{len(completed)} file(s) completed",)
+        plan = plan_now(notes)
         if plan.refused:
             return outcome.refused(command, plan)
         if plan.pending:
             written = commit(target.root, command, plan.changes)
     return outcome.finished(command, plan, written, fail_if_changed)
+
+
+def _someone_elses_tree(root: Path) -> str | None:
+    """Root at work on a tree another user owns: said once, because
+    whatever that user planted in it is what the tool must not trust."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        owner = os.stat(root / "vllm").st_uid
+    except OSError:
+        return None
+    if owner == 0:
+        return None
+    try:
+        import pwd
+
+        name = f" ({pwd.getpwuid(owner).pw_name})"
+    except (KeyError, ImportError):
+        name = ""
+    return (
+        f"running as root on a tree owned by uid {owner}{name}: only this tool's own "
+        "files are written, each keeping its owner, and nothing found in the tree is "
+        "trusted as an instruction"
+    )
 
 
 @app.command()

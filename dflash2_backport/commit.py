@@ -6,38 +6,49 @@ The way dpkg unpacks a package, in three steps:
    the SHA-256 of its content before and after, is written to
    `vllm/.dflash2-backport-intent.json` in phase "staging".
 2. **Staging.** Every new content goes to `.NAME.dflash2-backport-new`
-   beside its file, fsynced, with the owner and mode the file will keep.
-   Then every file is compared with the bytes the plan was made from; a
-   difference (someone edited it meanwhile) stops the commit here, and the
-   staged files are removed: nothing was written.
+   beside its file, created afresh (never over anything already there),
+   fsynced, with the owner and mode the file will keep. Then every file is
+   compared with the bytes the plan was made from; a difference (someone
+   edited it meanwhile) stops the commit here, and the staged files are
+   removed: nothing was written.
 3. **Commit.** The record moves to phase "committing", and each file is
    compared once more and then renamed into place (or removed), in the
    order of `layout.commit_rank`: any prefix of it is a working vLLM.
    The record is removed last.
 
-A process killed at any point leaves the record behind. The next `apply`
-or `revert` (see `finish_interrupted`) drops a commit still in staging and
-completes one that was committing, file by file from the hashes, before it
-plans anything of its own. `check` only reports it.
+Every file is reached through descriptors of its directories opened
+without following links (`safe_files.Tree`), so a directory swapped for a
+link during the run changes nothing of what is written. A process killed at
+any point leaves the record behind; `recovery` checks it and finishes or
+drops the commit before anything else is planned.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import hashlib
 import json
 import os
+import re
 import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from . import interrupts
+from . import __version__, interrupts
 from .errors import BackportError, Interrupted
-from .layout import MODULE_FILES, TARGET_FILES
-from .safe_files import read_regular
+from .owned import Owned
+from .safe_files import Tree
 
-INTENT_NAME = ".dflash2-backport-intent.json"
+INTENT = "vllm/.dflash2-backport-intent.json"
 STAGED_SUFFIX = ".dflash2-backport-new"
+#: The record's first key. It also marks the record's own staged copy as
+#: the tool's, so that a copy left by a kill can be told from a planted file.
+FORMAT = "dflash2-backport intent 2"
+_SIGNATURE = b'{\n "format": "' + FORMAT.encode() + b'"'
+#: No record of this tool's comes near this size.
+_RECORD_LIMIT = 1 << 20
+_DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,16 +58,54 @@ class Change:
     after: bytes | None  # what the commit leaves; None: the file is removed
 
 
-def intent_path(root: Path) -> Path:
-    return root / "vllm" / INTENT_NAME
+class Phase(str, enum.Enum):
+    STAGING = "staging"  # nothing renamed yet: dropping the commit undoes it
+    COMMITTING = "committing"  # files are being renamed: only finishing it is whole
 
 
-def staged_path(path: Path) -> Path:
-    return path.with_name(f".{path.name}{STAGED_SUFFIX}")
+@dataclasses.dataclass(frozen=True)
+class Step:
+    path: str
+    before: str | None  # SHA-256 of the content before; None: no file
+    after: str | None  # SHA-256 of the content after; None: no file
 
 
-def _digest(data: bytes | None) -> str | None:
+@dataclasses.dataclass(frozen=True)
+class Intent:
+    command: str
+    phase: Phase
+    steps: tuple[Step, ...]
+    #: Directories the commit creates, parents first.
+    directories: tuple[str, ...]
+    pid: int
+    tool: str | None = None
+
+    def encode(self) -> bytes:
+        return json.dumps(
+            {
+                "format": FORMAT,
+                "tool": self.tool,
+                "command": self.command,
+                "phase": self.phase.value,
+                "pid": self.pid,
+                "directories": list(self.directories),
+                "steps": [dataclasses.asdict(step) for step in self.steps],
+            },
+            indent=1,
+        ).encode()
+
+
+def digest(data: bytes | None) -> str | None:
     return None if data is None else hashlib.sha256(data).hexdigest()
+
+
+def staged_name(relative: str) -> str:
+    directory, _, name = relative.rpartition("/")
+    return f"{directory}/.{name}{STAGED_SUFFIX}" if directory else f".{name}{STAGED_SUFFIX}"
+
+
+def intent_path(root: Path) -> Path:
+    return root / INTENT
 
 
 # -- the commit -----------------------------------------------------------------
@@ -66,74 +115,116 @@ def commit(root: Path, command: str, changes: Sequence[Change]) -> list[str]:
     """Write `changes` (already in commit order) all or not at all."""
     if not changes:
         return []
-    _check_writable(root, changes)
-    directories = _missing_directories(root, changes)
-    intent = {
-        "command": command,
-        "phase": "staging",
-        "pid": os.getpid(),
-        "directories": directories,
-        "steps": [
-            {"path": c.path, "before": _digest(c.before), "after": _digest(c.after)}
-            for c in changes
-        ],
-    }
-    new_file_mode = stat.S_IMODE(os.stat(root / "vllm" / "__init__.py").st_mode)
     paths = [c.path for c in changes]
-    try:
-        _commit(root, intent, changes, directories, new_file_mode)
-    except Interrupted as interruption:
-        if interruption.after_commit:
-            interruption.written = paths
-        raise
+    with Tree(root) as tree:
+        _check_writable(root, changes)
+        intent = Intent(
+            command,
+            Phase.STAGING,
+            tuple(Step(c.path, digest(c.before), digest(c.after)) for c in changes),
+            _missing_directories(tree, changes),
+            os.getpid(),
+            __version__,
+        )
+        package = tree.lstat("vllm/__init__.py")
+        new_file_mode = stat.S_IMODE(package.st_mode) if package else 0o644
+        try:
+            _Commit(tree, intent, changes, new_file_mode).run()
+        except Interrupted as interruption:
+            if interruption.after_commit:
+                interruption.written = paths
+            raise
     return paths
 
 
-def _commit(
-    root: Path,
-    intent: dict,
-    changes: Sequence[Change],
-    directories: list[str],
-    new_file_mode: int,
-) -> None:
-    paths = [c.path for c in changes]
-    with interrupts.held_during_commit():
-        _write_intent(root, intent)
-        try:
-            _make_directories(root, directories)
-            originals = {}
-            for change in changes:
-                path = root / change.path
-                originals[change.path] = os.lstat(path) if change.before is not None else None
-                if change.after is not None:
-                    _stage(path, change.after, originals[change.path], new_file_mode)
-            for change in changes:
-                _compare(root, change)
-        except BaseException:
-            _drop_staged(root, paths, directories)
-            _remove_intent(root)
-            raise
-        intent["phase"] = "committing"
-        _write_intent(root, intent)
-        done: list[Change] = []
-        try:
-            for change in changes:
-                _compare(root, change)
-                _put_in_place(root / change.path, change.after is None)
-                done.append(change)
-        except (BackportError, OSError) as error:
-            _roll_back(root, done, originals, new_file_mode)
-            _drop_staged(root, paths, directories)
-            _remove_intent(root)
-            if isinstance(error, BackportError):
+@dataclasses.dataclass
+class _Commit:
+    tree: Tree
+    intent: Intent
+    changes: Sequence[Change]
+    new_file_mode: int
+    #: Staged files this run created, so that only they are ever removed.
+    staged: list[str] = dataclasses.field(default_factory=list)
+    originals: dict[str, os.stat_result | None] = dataclasses.field(default_factory=dict)
+
+    def run(self) -> None:
+        with interrupts.held_during_commit():
+            write_intent(self.tree, self.intent)
+            try:
+                _make_directories(self.tree, self.intent.directories)
+                for change in self.changes:
+                    self.originals[change.path] = (
+                        self.tree.lstat(change.path) if change.before is not None else None
+                    )
+                    if change.after is not None:
+                        self._stage(change.path, change.after)
+                for change in self.changes:
+                    _compare(self.tree, change)
+            except _Changed as changed:
+                self._drop()
+                raise changed.refusal(written=False, kept=()) from None
+            except BaseException:
+                self._drop()
                 raise
-            raise BackportError(
-                f"{error.filename or root}: write failed ({error.strerror}); "
-                "every file was restored"
-            ) from None
-        _sync_directories(root, paths)
-        _remove_leftovers(root, [c.path for c in changes if c.after is None])
-        _remove_intent(root)
+            write_intent(self.tree, dataclasses.replace(self.intent, phase=Phase.COMMITTING))
+            done: list[Change] = []
+            try:
+                for change in self.changes:
+                    _compare(self.tree, change)
+                    _put_in_place(self.tree, change)
+                    if change.after is not None:
+                        self.staged.remove(change.path)
+                    done.append(change)
+            except (_Changed, BackportError, OSError) as error:
+                kept = self._roll_back(done)
+                self._drop()
+                if isinstance(error, _Changed):
+                    raise error.refusal(written=True, kept=kept) from None
+                raise _failed_write(self.tree.root, error, kept) from None
+            _sync_directories(self.tree, [c.path for c in self.changes])
+            remove_bytecode(self.tree, [c.path for c in self.changes if c.after is None])
+            remove_intent(self.tree)
+
+    def _stage(self, relative: str, data: bytes) -> None:
+        original = self.originals[relative]
+        owner = original if original is not None else os.fstat(self.tree.parent_of(relative)[0])
+        mode = stat.S_IMODE(original.st_mode) if original is not None else self.new_file_mode
+        stage(self.tree, relative, data, owner, mode)
+        self.staged.append(relative)
+
+    def _drop(self) -> None:
+        for relative in self.staged:
+            directory, name = self.tree.parent_of(staged_name(relative))
+            try:
+                os.unlink(name, dir_fd=directory)
+            except FileNotFoundError:
+                pass
+        self.staged.clear()
+        for relative in reversed(self.intent.directories):
+            _remove_empty_directory(self.tree, relative)
+        remove_intent(self.tree)
+
+    def _roll_back(self, done: list[Change]) -> tuple[str, ...]:
+        """Put back what this commit replaced, newest first, and return the
+        files it could not: each was rewritten after this run wrote it (by
+        someone else: theirs now, not ours to undo), or its staged name was
+        taken meanwhile."""
+        kept = []
+        for change in reversed(done):
+            try:
+                if self.tree.read(change.path) != change.after:
+                    kept.append(change.path)
+                    continue
+                if change.before is None:
+                    directory, name = self.tree.parent_of(change.path)
+                    os.unlink(name, dir_fd=directory)
+                else:
+                    self._stage(change.path, change.before)
+                    _put_in_place(self.tree, Change(change.path, change.after, change.before))
+                    self.staged.remove(change.path)
+            except (BackportError, OSError):
+                kept.append(change.path)
+        return tuple(reversed(kept))
 
 
 def _check_writable(root: Path, changes: Iterable[Change]) -> None:
@@ -150,75 +241,136 @@ def _check_writable(root: Path, changes: Iterable[Change]) -> None:
             raise BackportError(f"{directory}: directory is read-only; nothing was written")
 
 
-def _compare(root: Path, change: Change) -> None:
-    path = root / change.path
-    if read_regular(path) != change.before:
-        raise BackportError(
-            f"{path}: changed since it was read (another program wrote it while "
-            "this one was planning); nothing was written and the change was kept; "
-            "run the command again"
+class _Changed(Exception):
+    """A file no longer holds the bytes the plan was made from."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def refusal(self, written: bool, kept: tuple[str, ...]) -> BackportError:
+        if not written:
+            return BackportError(
+                f"{self.path}: changed since it was read (another program wrote it while "
+                "this one was planning); nothing was written and the change was kept; "
+                "run the command again"
+            )
+        what = (
+            f"{self.path}: changed since it was read (another program wrote it during the "
+            "commit); the change was kept, and "
         )
+        if not kept:
+            return BackportError(
+                what + "every file this run had replaced was put back, so nothing was "
+                "written; run the command again"
+            )
+        return BackportError(what + _not_put_back(kept))
 
 
-def _missing_directories(root: Path, changes: Iterable[Change]) -> list[str]:
+def _not_put_back(kept: tuple[str, ...]) -> str:
+    return (
+        "the files this run had replaced were put back except "
+        + ", ".join(kept)
+        + ", which another program changed after this run wrote "
+        + ("it" if len(kept) == 1 else "them")
+        + ": they hold this tool's edits and that program's changes; compare "
+        + ("it" if len(kept) == 1 else "them")
+        + " with vLLM 0.27.1, then run the command again"
+    )
+
+
+def _failed_write(root: Path, error: BaseException, kept: tuple[str, ...]) -> BackportError:
+    if isinstance(error, BackportError):
+        where = str(error).split("; nothing was written")[0]
+    else:
+        where = f"{error.filename or root}: write failed ({error.strerror})"
+    if not kept:
+        return BackportError(f"{where}; every file was restored, so nothing was written")
+    return BackportError(f"{where}; " + _not_put_back(kept))
+
+
+def _compare(tree: Tree, change: Change) -> None:
+    if tree.read(change.path) != change.before:
+        raise _Changed(tree.root / change.path)
+
+
+def _missing_directories(tree: Tree, changes: Iterable[Change]) -> tuple[str, ...]:
     missing: list[str] = []
     for change in changes:
         if change.after is None:
             continue
-        directory = (root / change.path).parent
+        directory = change.path.rpartition("/")[0]
         chain = []
-        while not directory.exists():
-            chain.append(str(directory.relative_to(root)))
-            directory = directory.parent
+        while tree.directory(directory) is None:
+            chain.append(directory)
+            directory = directory.rpartition("/")[0]
         for relative in reversed(chain):
             if relative not in missing:
                 missing.append(relative)
-    return missing
+    return tuple(missing)
 
 
-def _make_directories(root: Path, directories: list[str]) -> None:
+def _make_directories(tree: Tree, directories: Iterable[str]) -> None:
     # A new directory takes the owner, group and mode of the one it goes into.
     for relative in directories:
-        path = root / relative
-        parent = os.stat(path.parent)
-        path.mkdir()
-        os.chmod(path, stat.S_IMODE(parent.st_mode))
-        _chown_like(path, None, parent)
+        parent, name = tree.parent_of(relative)
+        info = os.fstat(parent)
+        os.mkdir(name, 0o700, dir_fd=parent)
+        descriptor = tree.directory(relative)
+        os.fchmod(descriptor, stat.S_IMODE(info.st_mode))
+        _chown_like(tree.root / relative, descriptor, info)
 
 
-def _stage(path: Path, data: bytes, original: os.stat_result | None, new_mode: int) -> None:
-    """Write `data` beside `path`, with the owner and mode `path` has (or,
-    for a new file, its directory's owner and vLLM's file mode)."""
-    staged = staged_path(path)
-    descriptor = os.open(
-        staged, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
-    )
+def _remove_empty_directory(tree: Tree, relative: str) -> None:
+    parent, name = tree.parent_of(relative)
+    if parent is None:
+        return
+    try:
+        os.rmdir(name, dir_fd=parent)
+    except OSError:
+        pass  # not empty: something else lives there now
+
+
+def stage(tree: Tree, relative: str, data: bytes, owner: os.stat_result, mode: int) -> None:
+    """Write `data` to a new file beside `relative`, owned like `owner`, with
+    `mode`, and fsync it. Never opened over anything already there."""
+    directory, name = tree.parent_of(staged_name(relative))
+    try:
+        descriptor = os.open(
+            name,
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+            0o600,
+            dir_fd=directory,
+        )
+    except FileExistsError:
+        raise BackportError(
+            f"{tree.root / staged_name(relative)}: a file this run did not stage stands "
+            "where it stages its next version of "
+            f"{Path(relative).name}; nothing was written; if it is not yours, remove it "
+            "and run the command again"
+        ) from None
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(descriptor, view):]
-        if original is not None:
-            _chown_like(path, descriptor, original)
-            os.fchmod(descriptor, stat.S_IMODE(original.st_mode))
-        else:
-            _chown_like(path, descriptor, os.stat(path.parent))
-            os.fchmod(descriptor, new_mode)
+        _chown_like(tree.root / relative, descriptor, owner)
+        os.fchmod(descriptor, mode)
         os.fsync(descriptor)
+    except BaseException:
+        # Created here, so ours to remove: a full disk leaves no half file.
+        os.unlink(name, dir_fd=directory)
+        raise
     finally:
         os.close(descriptor)
 
 
-def _chown_like(path: Path, descriptor: int | None, reference: os.stat_result) -> None:
-    mine = os.fstat(descriptor) if descriptor is not None else os.stat(path)
+def _chown_like(path: Path, descriptor: int, reference: os.stat_result) -> None:
+    mine = os.fstat(descriptor)
     if (mine.st_uid, mine.st_gid) == (reference.st_uid, reference.st_gid):
         return
     try:
-        if descriptor is not None:
-            os.fchown(descriptor, reference.st_uid, reference.st_gid)
-        else:
-            os.chown(path, reference.st_uid, reference.st_gid)
+        os.fchown(descriptor, reference.st_uid, reference.st_gid)
     except PermissionError:
-        if descriptor is None or os.geteuid() == 0:
+        if os.geteuid() == 0:
             raise
         raise BackportError(
             f"{path}: owned by uid {reference.st_uid} gid {reference.st_gid}, and replacing "
@@ -227,187 +379,167 @@ def _chown_like(path: Path, descriptor: int | None, reference: os.stat_result) -
         ) from None
 
 
-def _put_in_place(path: Path, remove: bool) -> None:
-    if remove:
-        path.unlink()
+def _put_in_place(tree: Tree, change: Change) -> None:
+    directory, name = tree.parent_of(change.path)
+    if change.after is None:
+        os.unlink(name, dir_fd=directory)
     else:
-        os.replace(staged_path(path), path)
+        staged = staged_name(change.path).rpartition("/")[2]
+        os.replace(staged, name, src_dir_fd=directory, dst_dir_fd=directory)
 
 
-def _roll_back(
-    root: Path, done: list[Change], originals: dict, new_file_mode: int
-) -> None:
-    """Put back what this commit replaced, newest first. Only files this
-    process has just written are touched, and each was compared with the
-    plan right before: no one else's bytes are overwritten."""
-    for change in reversed(done):
-        path = root / change.path
-        if read_regular(path) != change.after:
-            continue  # rewritten since by someone else: theirs now, not ours to undo
-        if change.before is None:
-            path.unlink(missing_ok=True)
-        else:
-            _stage(path, change.before, originals[change.path], new_file_mode)
-            os.replace(staged_path(path), path)
+def _sync_directories(tree: Tree, paths: Iterable[str]) -> None:
+    for directory in sorted({p.rpartition("/")[0] for p in paths}):
+        descriptor = tree.directory(directory)
+        if descriptor is not None:
+            _fsync(descriptor)
 
 
-def _drop_staged(root: Path, paths: Iterable[str], directories: list[str]) -> None:
-    for relative in paths:
-        staged_path(root / relative).unlink(missing_ok=True)
-    for relative in reversed(directories):
-        try:
-            (root / relative).rmdir()
-        except OSError:
-            pass  # not empty: something else lives there now
-
-
-def _sync_directories(root: Path, paths: Iterable[str]) -> None:
-    for directory in sorted({(root / p).parent for p in paths if (root / p).parent.is_dir()}):
-        _fsync_directory(directory)
-
-
-def _fsync_directory(directory: Path) -> None:
-    try:
-        descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
+def _fsync(descriptor: int) -> None:
     try:
         os.fsync(descriptor)
     except OSError:
         pass  # some file systems cannot sync a directory; the rename stands
-    finally:
-        os.close(descriptor)
 
 
-def _remove_leftovers(root: Path, removed: Iterable[str]) -> None:
-    """Bytecode of removed modules, and their package directory once empty."""
+def remove_bytecode(tree: Tree, removed: Iterable[str]) -> None:
+    """Bytecode of removed modules, and their package directory once empty.
+    Names are matched against the module's own, never as a pattern."""
     for relative in removed:
-        path = root / relative
-        cache = path.parent / "__pycache__"
-        if cache.is_dir() and not cache.is_symlink():
-            for compiled in cache.glob(f"{path.stem}.*.pyc"):
-                compiled.unlink(missing_ok=True)
-        for directory in (cache, path.parent):
-            try:
-                directory.rmdir()
-            except OSError:
-                pass  # not empty, or already gone: someone else's files stay
+        directory = relative.rpartition("/")[0]
+        stem = relative.rpartition("/")[2].removesuffix(".py")
+        cache = f"{directory}/__pycache__"
+        descriptor = tree.directory(cache)
+        if descriptor is not None:
+            for name in os.listdir(descriptor):
+                if name.startswith(f"{stem}.") and name.endswith(".pyc"):
+                    info = os.stat(name, dir_fd=descriptor, follow_symlinks=False)
+                    if stat.S_ISREG(info.st_mode):
+                        os.unlink(name, dir_fd=descriptor)
+            _remove_empty_directory(tree, cache)
+        if directory not in Owned().directories:
+            continue  # only the package directory the tool created goes with it
+        if not any(m.startswith(f"{directory}/") and tree.lstat(m) for m in Owned().files):
+            _remove_empty_directory(tree, directory)
 
 
 # -- the intent record -------------------------------------------------------------
 
 
-def _write_intent(root: Path, intent: dict) -> None:
-    path = intent_path(root)
-    staged = staged_path(path)
-    descriptor = os.open(
-        staged, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644
+def write_intent(tree: Tree, intent: Intent) -> None:
+    directory, name = tree.parent_of(INTENT)
+    temporary = staged_name(INTENT)
+    if tree.lstat(temporary) is not None:
+        drop_stale_record_copy(tree)
+    package = os.fstat(directory)
+    stage(tree, INTENT, intent.encode(), package, 0o644)
+    os.replace(
+        temporary.rpartition("/")[2], name, src_dir_fd=directory, dst_dir_fd=directory
     )
+    _fsync(directory)
+
+
+def remove_intent(tree: Tree) -> None:
+    directory, name = tree.parent_of(INTENT)
     try:
-        os.write(descriptor, json.dumps(intent, indent=1).encode())
-        _chown_like(staged, descriptor, os.stat(path.parent))
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
-    os.replace(staged, path)
-    _fsync_directory(path.parent)
+        os.unlink(name, dir_fd=directory)
+    except FileNotFoundError:
+        return
+    _fsync(directory)
 
 
-def _remove_intent(root: Path) -> None:
-    intent_path(root).unlink(missing_ok=True)
-    _fsync_directory(intent_path(root).parent)
+def drop_stale_record_copy(tree: Tree) -> None:
+    """The record's staged copy, left by a process killed while writing the
+    record: removed only when it carries the record's signature (or is a
+    prefix of it, as a write cut short leaves). Anything else at that name
+    is left, and writing the record then refuses, naming it."""
+    temporary = staged_name(INTENT)
+    info = tree.lstat(temporary)
+    if info is None or not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+        return
+    data = tree.read(temporary, limit=_RECORD_LIMIT)
+    if data is not None and (data.startswith(_SIGNATURE) or _SIGNATURE.startswith(data)):
+        directory, name = tree.parent_of(temporary)
+        os.unlink(name, dir_fd=directory)
 
 
-def read_intent(root: Path) -> dict | None:
-    """The record an interrupted commit left, or None."""
-    path = intent_path(root)
-    data = read_regular(path)
+def read_intent(tree: Tree, owned: Owned) -> Intent | None:
+    """The record an interrupted commit left, checked as a claim: None when
+    there is none; refused, naming the record, when it is not one this tool
+    could have written for this tree."""
+    data = tree.read(INTENT, limit=_RECORD_LIMIT)
     if data is None:
         return None
+    return _decode(data, owned, tree.root / INTENT)
+
+
+def _decode(data: bytes, owned: Owned, where: Path) -> Intent:
+    def refuse(reason: str) -> BackportError:
+        return BackportError(
+            f"{where}: not a record this tool wrote ({reason}); nothing was touched; if no "
+            "dflash2-backport run was interrupted on this tree, remove the file, then run "
+            "the command again"
+        )
+
     try:
-        intent = json.loads(data)
-        if intent["phase"] not in ("staging", "committing"):
-            raise ValueError(intent["phase"])
-        for step in intent["steps"]:
-            step["path"], step["before"], step["after"]  # noqa: B018 - shape check
-        intent["directories"]
-        return intent
-    except (ValueError, KeyError, TypeError):
-        raise BackportError(
-            f"{path}: an interrupted commit's record is unreadable; nothing was written; "
-            "compare the tree with a fresh vLLM 0.27.1, then remove the file"
-        ) from None
+        raw = json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        raise refuse("not JSON") from None
+    if not isinstance(raw, dict):
+        raise refuse("not a JSON object")
+    # Records of the first format lack the two keys that name the format
+    # and the tool; everything else is checked the same way.
+    known = {"format", "tool", "command", "phase", "pid", "directories", "steps"}
+    if set(raw) - known:
+        raise refuse(f"unknown keys {sorted(set(raw) - known)}")
+    if raw.get("format", FORMAT) != FORMAT:
+        raise refuse(f"format {raw.get('format')!r}")
+    command, phase = raw.get("command"), raw.get("phase")
+    if command not in ("apply", "revert"):
+        raise refuse(f"command {command!r}")
+    if phase not in {p.value for p in Phase}:
+        raise refuse(f"phase {phase!r}")
+    if not isinstance(raw.get("pid"), int) or isinstance(raw.get("pid"), bool):
+        raise refuse("no pid")
+    tool = raw.get("tool")
+    if tool is not None and not isinstance(tool, str):
+        raise refuse("tool version not a string")
+    directories = raw.get("directories")
+    if not isinstance(directories, list) or any(
+        d not in owned.directories for d in directories
+    ):
+        raise refuse(f"directories {directories!r} are not ones this tool creates")
+    if directories and command != "apply":
+        raise refuse("a revert creates no directory")
+    steps = raw.get("steps")
+    if not isinstance(steps, list):
+        raise refuse("no steps")
+    parsed: list[Step] = []
+    for step in steps:
+        if not isinstance(step, dict) or set(step) != {"path", "before", "after"}:
+            raise refuse(f"step {step!r}")
+        path, before, after = step["path"], step["before"], step["after"]
+        if path not in owned.files:
+            raise refuse(f"path {path!r} is not one of the files this tool writes")
+        if any(p.path == path for p in parsed):
+            raise refuse(f"path {path!r} twice")
+        for value in (before, after):
+            if value is not None and not (isinstance(value, str) and _DIGEST.fullmatch(value)):
+                raise refuse(f"{path}: {value!r} is not a SHA-256")
+        if before is None and after is None:
+            raise refuse(f"{path}: neither a content before nor after")
+        if before is None and (command != "apply" or not owned.may_be_absent(path)):
+            raise refuse(f"{path}: created, which only an apply does to a module")
+        if after is None and (command != "revert" or not owned.may_be_absent(path)):
+            raise refuse(f"{path}: removed, which only a revert does to a module")
+        parsed.append(Step(path, before, after))
+    return Intent(command, Phase(phase), tuple(parsed), tuple(directories), raw["pid"], tool)
 
 
-def interrupted_message(root: Path, intent: dict) -> str:
-    command = intent["command"]
+def interrupted_message(root: Path, intent: Intent) -> str:
+    command = intent.command
     return (
         f"{root}: a `dflash2-backport {command}` was interrupted while writing "
-        f"(record {intent_path(root).name} in vllm/); run `dflash2-backport {command}` "
+        f"(record {Path(INTENT).name} in vllm/); run `dflash2-backport {command}` "
         "on this target again to finish it"
     )
-
-
-# -- recovery ----------------------------------------------------------------------
-
-
-def finish_interrupted(root: Path) -> str | None:
-    """Drop or complete a commit a killed process left, and sweep the
-    tool's temporary files. Run under the lock, before planning. Returns a
-    note for the report, or None when there was nothing to finish."""
-    intent = read_intent(root)
-    if intent is None:
-        _sweep_staged(root)
-        return None
-    command = intent["command"]
-    steps = intent["steps"]
-    paths = [step["path"] for step in steps]
-    if intent["phase"] == "staging":
-        _drop_staged(root, paths, intent["directories"])
-        _sweep_staged(root)
-        _remove_intent(root)
-        return f"an interrupted {command} had not replaced any file yet; it was dropped"
-    with interrupts.held_during_commit():
-        finished = 0
-        for step in steps:
-            path = root / step["path"]
-            now = _digest(read_regular(path))
-            if now == step["after"]:
-                continue
-            if now != step["before"]:
-                raise BackportError(
-                    f"{path}: changed since an interrupted {command} began, so it cannot "
-                    "be finished safely; nothing was written; compare the file with "
-                    f"vLLM 0.27.1, then remove {intent_path(root)} and run the command again"
-                )
-            if step["after"] is None:
-                path.unlink()
-            else:
-                staged = staged_path(path)
-                if _digest(read_regular(staged)) != step["after"]:
-                    raise BackportError(
-                        f"{path}: the interrupted {command}'s new content is missing, so it "
-                        "cannot be finished; nothing was written; reinstall vLLM 0.27.1, "
-                        f"remove {intent_path(root)} and run the command again"
-                    )
-                os.replace(staged, path)
-            finished += 1
-        _sync_directories(root, paths)
-        _remove_leftovers(root, [s["path"] for s in steps if s["after"] is None])
-        _drop_staged(root, paths, [])
-        _sweep_staged(root)
-        _remove_intent(root)
-    return f"finished an interrupted {command}: {finished} file(s) completed"
-
-
-def _sweep_staged(root: Path) -> None:
-    """Remove staged files a process killed before writing its record left."""
-    directories = {(root / p).parent for p in (*TARGET_FILES, *MODULE_FILES)}
-    directories.add(root / "vllm")
-    directories.update(p for p in root.glob("vllm-*.dist-info") if p.is_dir())
-    for directory in directories:
-        if not directory.is_dir() or directory.is_symlink():
-            continue
-        for staged in directory.glob(f".*{STAGED_SUFFIX}"):
-            if staged.is_file() and not staged.is_symlink():
-                staged.unlink(missing_ok=True)

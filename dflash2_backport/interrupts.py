@@ -28,13 +28,34 @@ def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-def install() -> None:
-    """Stop on any of the three signals, with a message, for the rest of the run."""
+@contextlib.contextmanager
+def stopping_on_signals() -> Iterator[None]:
+    """Stop on any of the three signals, with a message, for the length of
+    one command; whoever ran it (a test runner, an embedding program) gets
+    its own handlers back afterwards."""
     global _committed
     _committed = False
+    previous = {}
     if _main_thread():
         for signum in SIGNALS:
-            signal.signal(signum, _on_signal)
+            previous[signum] = signal.signal(signum, _on_signal)
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+@contextlib.contextmanager
+def deferred() -> Iterator[None]:
+    """Block the three signals for a few system calls, so that none lands
+    between creating something (the lock file) and recording that it must be
+    removed. A signal that arrives meanwhile is acted on right after."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 @contextlib.contextmanager

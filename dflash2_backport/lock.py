@@ -9,8 +9,15 @@ finds nothing left to do.
 The lock file exists only while it is held: its holder removes it before
 letting go, and a waiter that wins the lock on a file that has since been
 removed or replaced tries again, so no two processes ever hold locks on
-different files. A holder killed with SIGKILL leaves the file behind; the
-kernel has released its lock, and the next writer takes the file over.
+different files. Creating the file and recording that it must be removed
+happen with signals deferred, so no Ctrl-C or SIGTERM falls between them. A
+holder killed with SIGKILL leaves the file behind; the kernel has released
+its lock, and the next writer takes the file over.
+
+Whoever can write `vllm/` can plant something at the lock's name. The file
+is opened through a descriptor of `vllm/` itself, never through a link, and
+taken only when it is a regular file with no other name: a hard link to a
+file elsewhere is refused, never truncated, written or chowned.
 """
 
 from __future__ import annotations
@@ -23,7 +30,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from . import interrupts
 from .errors import BackportError
+from .safe_files import Tree, kind_of
 
 LOCK_NAME = ".dflash2-backport.lock"
 DEFAULT_TIMEOUT_S = 300.0
@@ -51,59 +60,102 @@ def _holder(descriptor: int) -> str:
     return text or "another dflash2-backport process"
 
 
+def _refuse_planted(path: Path, info: os.stat_result) -> None:
+    """A lock file is ours to take only as a regular file with one name."""
+    if not stat.S_ISREG(info.st_mode):
+        raise BackportError(
+            f"{path}: is {kind_of(info.st_mode)}, not this tool's lock file; nothing was "
+            "written; remove it, then run the command again"
+        )
+    if info.st_nlink != 1:
+        raise BackportError(
+            f"{path}: has {info.st_nlink} hard links, so it is another file's name too, "
+            "not this tool's lock file; nothing was written; remove it, then run the "
+            "command again"
+        )
+
+
 class TreeLock:
     def __init__(self, root: Path, command: str) -> None:
         self.path = lock_path(root)
         self.command = command
+        self._tree = Tree(root)
+        self._directory: int | None = None
         self._descriptor: int | None = None
 
     def acquire(self, timeout: float, on_wait: Callable[[str], None]) -> None:
         deadline = time.monotonic() + timeout
         announced = False
         delay = 0.02
+        self._directory = self._tree.directory("vllm")
+        if self._directory is None:
+            raise BackportError(f"{self.path.parent}: missing; nothing was written")
         while True:
-            descriptor = self._open()
-            if descriptor is None:
-                return
-            try:
-                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = _holder(descriptor)
-                os.close(descriptor)
-                if time.monotonic() >= deadline:
-                    raise BackportError(
-                        f"{self.path}: gave up after {timeout:g} s waiting for {holder}; "
-                        "nothing was written; run the command again once it has finished "
-                        "(or raise DFLASH2_BACKPORT_LOCK_TIMEOUT)"
-                    ) from None
-                if not announced:
-                    on_wait(f"waiting for {holder} to finish with {self.path.parent.parent}")
-                    announced = True
-                time.sleep(delay)
-                delay = min(delay * 2, 0.25)
-                continue
-            if self._still_ours(descriptor):
+            with interrupts.deferred():
+                holder = self._try_once()
+            if holder is None:
                 break
-            os.close(descriptor)
+            if time.monotonic() >= deadline:
+                raise BackportError(
+                    f"{self.path}: gave up after {timeout:g} s waiting for {holder}; "
+                    "nothing was written; run the command again once it has finished "
+                    "(or raise DFLASH2_BACKPORT_LOCK_TIMEOUT)"
+                )
+            if not announced:
+                on_wait(f"waiting for {holder} to finish with {self.path.parent.parent}")
+                announced = True
+            time.sleep(delay)
+            delay = min(delay * 2, 0.25)
+        if self._descriptor is None:
+            return  # read-only tree: nothing to serialise
         import socket
 
         note = (
             f"pid {os.getpid()} on {socket.gethostname()} "
             f"(dflash2-backport {self.command}, since {time.strftime('%H:%M:%S')})\n"
         ).encode()
-        os.ftruncate(descriptor, 0)
-        os.pwrite(descriptor, note, 0)
-        self._descriptor = descriptor
+        with interrupts.deferred():
+            try:
+                os.ftruncate(self._descriptor, 0)
+                os.pwrite(self._descriptor, note, 0)
+            except OSError as error:
+                self.release()
+                raise BackportError(
+                    f"{self.path}: cannot write the lock file ({error.strerror}); "
+                    "nothing was written"
+                ) from None
+
+    def _try_once(self) -> str | None:
+        """Take the lock if it is free: None when taken (or when there is
+        nothing to take), else who holds it."""
+        while True:
+            descriptor = self._open()
+            if descriptor is None:
+                return None
+            try:
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _holder(descriptor)
+                os.close(descriptor)
+                return holder
+            if self._still_ours(descriptor):
+                self._descriptor = descriptor
+                return None
+            # Its holder removed it after we opened it: another writer may
+            # have a new file at that name by now. Try again from the name.
+            os.close(descriptor)
 
     def release(self) -> None:
-        if self._descriptor is None:
-            return
-        try:
-            self.path.unlink()
-        except OSError:
-            pass  # the next holder takes the file over
-        os.close(self._descriptor)
-        self._descriptor = None
+        with interrupts.deferred():
+            if self._descriptor is not None:
+                if self._still_ours(self._descriptor):
+                    try:
+                        os.unlink(LOCK_NAME, dir_fd=self._directory)
+                    except OSError:
+                        pass  # the next holder takes the file over
+                os.close(self._descriptor)
+                self._descriptor = None
+            self._tree.close()
 
     def _open(self) -> int | None:
         """The lock file, or None where this user cannot write to vllm/ at all:
@@ -112,21 +164,32 @@ class TreeLock:
         (a launch script on a read-only image, say)."""
         try:
             descriptor = os.open(
-                self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644
+                LOCK_NAME,
+                os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                0o644,
+                dir_fd=self._directory,
             )
-        except (PermissionError, OSError) as error:
+        except OSError as error:
             if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
                 return None
+            if error.errno == errno.ELOOP:
+                _refuse_planted(self.path, os.stat(LOCK_NAME, dir_fd=self._directory,
+                                                   follow_symlinks=False))
             raise BackportError(
                 f"{self.path}: cannot create the lock file ({error.strerror}); "
                 "nothing was written; run as a user who may write to vllm/"
             ) from None
-        _match_directory_owner(descriptor, self.path.parent)
+        try:
+            _refuse_planted(self.path, os.fstat(descriptor))
+            _match_directory_owner(descriptor, self._directory)
+        except BaseException:
+            os.close(descriptor)
+            raise
         return descriptor
 
     def _still_ours(self, descriptor: int) -> bool:
         try:
-            on_disk = os.lstat(self.path)
+            on_disk = os.stat(LOCK_NAME, dir_fd=self._directory, follow_symlinks=False)
         except FileNotFoundError:
             return False
         mine = os.fstat(descriptor)
@@ -139,12 +202,12 @@ class TreeLock:
         self.release()
 
 
-def _match_directory_owner(descriptor: int, directory: Path) -> None:
+def _match_directory_owner(descriptor: int, directory: int) -> None:
     # Root creating the lock in a user's venv must not leave a root-owned
     # file the owner cannot open after a SIGKILL.
     if os.geteuid() != 0:
         return
-    info = os.stat(directory)
+    info = os.fstat(directory)
     mine = os.fstat(descriptor)
     if (mine.st_uid, mine.st_gid) != (info.st_uid, info.st_gid):
         os.fchown(descriptor, info.st_uid, info.st_gid)
@@ -152,14 +215,22 @@ def _match_directory_owner(descriptor: int, directory: Path) -> None:
 
 def writer_active(root: Path) -> str | None:
     """For a read-only command: who holds the lock now, or None. Opens the
-    lock file read-only and creates nothing."""
-    path = lock_path(root)
+    lock file read-only, through no link, and creates nothing."""
+    with Tree(root) as tree:
+        directory = tree.directory("vllm")
+        if directory is None:
+            return None
+        try:
+            descriptor = os.open(
+                LOCK_NAME,
+                os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                dir_fd=directory,
+            )
+        except OSError:
+            return None
     try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
             return None
         try:
             fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)

@@ -10,11 +10,13 @@ directory on the way to it) is refused with the path named.
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import stat
 import tokenize
 from pathlib import Path
+from typing import NoReturn
 
 from .errors import BackportError
 
@@ -32,13 +34,23 @@ def kind_of(mode: int) -> str:
     return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 
 
-def _refuse_link(path: Path) -> None:
-    target = os.readlink(path)
-    raise BackportError(
+def link_refusal(path: Path, target: str) -> BackportError:
+    return BackportError(
         f"{path}: is a symlink (to {target}); the tool does not write through links, "
         "which may point into a store other environments share; replace the link "
         "with a copy of the file, or patch its target with --root"
     )
+
+
+def kind_refusal(path: Path, mode: int, expected: str = "a regular file") -> BackportError:
+    return BackportError(
+        f"{path}: is {kind_of(mode)}, expected {expected}; nothing was written; "
+        f"replace it with {expected}"
+    )
+
+
+def _refuse_link(path: Path) -> None:
+    raise link_refusal(path, os.readlink(path))
 
 
 def check_path(root: Path, relative: str, *, file_expected: bool = True) -> os.stat_result | None:
@@ -67,10 +79,7 @@ def check_path(root: Path, relative: str, *, file_expected: bool = True) -> os.s
         if last and file_expected and not stat.S_ISREG(info.st_mode):
             if stat.S_ISDIR(info.st_mode):
                 return info  # callers word this case themselves
-            raise BackportError(
-                f"{current}: is {kind_of(info.st_mode)}, expected a regular file; "
-                "nothing was written; replace it with a regular file"
-            )
+            raise kind_refusal(current, info.st_mode)
         if last:
             return info
     return None
@@ -84,16 +93,13 @@ def read_regular(path: Path) -> bytes | None:
     except FileNotFoundError:
         return None
     except OSError as error:
-        if error.errno == 40:  # ELOOP: the last component is a link
+        if error.errno == errno.ELOOP:  # the last component is a link
             _refuse_link(path)
         raise BackportError(f"{path}: cannot be read ({error.strerror})") from None
     with os.fdopen(descriptor, "rb") as handle:
         info = os.fstat(handle.fileno())
         if not stat.S_ISREG(info.st_mode):
-            raise BackportError(
-                f"{path}: is {kind_of(info.st_mode)}, expected a regular file; "
-                "nothing was written; replace it with a regular file"
-            )
+            raise kind_refusal(path, info.st_mode)
         return handle.read()
 
 
@@ -117,3 +123,133 @@ def decode_source(path: str | os.PathLike, data: bytes) -> str:
             f"{data[error.start]:#04x}, {error.reason}); fix the file or declare "
             "its encoding"
         ) from None
+
+
+class Tree:
+    """Directories under a target's root, each opened one name at a time
+    without following links.
+
+    Root may run the tool on a tree another user can write. A path checked
+    with lstat and then used by name can be swapped for a link in between;
+    a directory descriptor cannot. So the commit, the lock and recovery act
+    only through descriptors this class opened, on single names: what was
+    checked is what is written.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._open: dict[str, int] = {}
+
+    def __enter__(self) -> Tree:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for descriptor in self._open.values():
+            os.close(descriptor)
+        self._open.clear()
+
+    def directory(self, relative: str) -> int | None:
+        """A descriptor of `root/relative`, or None when it does not exist.
+        A link, or anything but a directory, on the way is refused by path."""
+        relative = relative.strip("/")
+        if relative in self._open:
+            return self._open[relative]
+        if not relative:
+            try:
+                descriptor = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            except OSError as error:
+                raise BackportError(f"{self.root}: cannot be read ({error.strerror})") from None
+            self._open[""] = descriptor
+            return descriptor
+        parent_path, _, name = relative.rpartition("/")
+        parent = self.directory(parent_path)
+        if parent is None:
+            return None
+        try:
+            descriptor = os.open(
+                name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent
+            )
+        except FileNotFoundError:
+            return None
+        except NotADirectoryError:
+            info = os.stat(name, dir_fd=parent, follow_symlinks=False)
+            if stat.S_ISREG(info.st_mode):
+                # A file where a directory goes: the planner reports it as
+                # drift, with the module it blocks named.
+                return None
+            if stat.S_ISLNK(info.st_mode):
+                raise link_refusal(self.root / relative, os.readlink(name, dir_fd=parent)) from None
+            raise kind_refusal(self.root / relative, info.st_mode, "a directory") from None
+        except OSError as error:
+            self._refuse(parent, name, relative, error, expected="a directory")
+        self._open[relative] = descriptor
+        return descriptor
+
+    def parent_of(self, relative: str) -> tuple[int | None, str]:
+        """The descriptor of a file's directory (None: missing), and its name."""
+        directory, _, name = relative.rpartition("/")
+        return self.directory(directory), name
+
+    def lstat(self, relative: str) -> os.stat_result | None:
+        directory, name = self.parent_of(relative)
+        if directory is None:
+            return None
+        try:
+            return os.stat(name, dir_fd=directory, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+
+    def read(self, relative: str, limit: int | None = None) -> bytes | None:
+        """The bytes of a regular file, None when it is absent. Past `limit`
+        bytes it is refused: a file someone planted may be of any size."""
+        directory, name = self.parent_of(relative)
+        if directory is None:
+            return None
+        try:
+            descriptor = os.open(
+                name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=directory
+            )
+        except FileNotFoundError:
+            return None
+        except OSError as error:
+            self._refuse(directory, name, relative, error, expected="a regular file")
+        with os.fdopen(descriptor, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise kind_refusal(self.root / relative, info.st_mode)
+            data = handle.read(-1 if limit is None else limit + 1)
+            if limit is not None and len(data) > limit:
+                raise BackportError(
+                    f"{self.root / relative}: larger than {limit} bytes, which no file of "
+                    "this tool's is; nothing was written; remove it if it is not yours"
+                )
+            return data
+
+    def refuse_unless_regular(self, relative: str, info: os.stat_result) -> None:
+        """Refuse, by path, what lstat found at an owned file's place when it
+        is not a regular file (a link is named with where it points)."""
+        if stat.S_ISREG(info.st_mode):
+            return
+        path = self.root / relative
+        if stat.S_ISLNK(info.st_mode):
+            directory, name = self.parent_of(relative)
+            raise link_refusal(path, os.readlink(name, dir_fd=directory))
+        raise kind_refusal(path, info.st_mode)
+
+    def _refuse(
+        self, directory: int, name: str, relative: str, error: OSError, expected: str
+    ) -> NoReturn:
+        path = self.root / relative
+        if error.errno in (errno.ELOOP, errno.ENOTDIR):
+            try:
+                info = os.stat(name, dir_fd=directory, follow_symlinks=False)
+            except OSError:
+                info = None
+            if info is not None and stat.S_ISLNK(info.st_mode):
+                raise link_refusal(path, os.readlink(name, dir_fd=directory)) from None
+            if info is not None:
+                raise kind_refusal(path, info.st_mode, expected) from None
+        raise BackportError(f"{path}: cannot be read ({error.strerror})") from None

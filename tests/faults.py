@@ -26,11 +26,29 @@ _count = [0]
 _log = os.environ.get("FAULT_LOG")
 
 
+def _where(descriptor):
+    return os.readlink(f"/proc/self/fd/{descriptor}")
+
+
+def _paths(args, kwargs):
+    # The tool acts through directory descriptors: name each path in full.
+    names = [os.fspath(a) for a in args[:2] if isinstance(a, (str, os.PathLike))]
+    descriptors = (
+        [kwargs.get("dir_fd")] * 2 if "dir_fd" in kwargs
+        else [kwargs.get("src_dir_fd"), kwargs.get("dst_dir_fd")]
+    )
+    return [
+        os.path.join(_where(descriptor), name)
+        if descriptor is not None and not os.path.isabs(name) else name
+        for name, descriptor in zip(names, descriptors)
+    ]
+
+
 def _wrap(name):
     real = getattr(os, name)
 
     def wrapped(*args, **kwargs):
-        paths = [os.fspath(a) for a in args[:2] if isinstance(a, (str, os.PathLike))]
+        paths = _paths(args, kwargs)
         if paths and any(str(p).startswith(_root) for p in paths):
             if not _match or any(str(p).endswith(_match) for p in paths):
                 _count[0] += 1
@@ -46,6 +64,24 @@ def _wrap(name):
 
 for _name in ("replace", "rename", "unlink", "remove", "rmdir", "mkdir"):
     _wrap(_name)
+
+
+def _log_fsync():
+    # Logged in order with the writes, never counted as one.
+    real = os.fsync
+
+    def fsync(descriptor):
+        result = real(descriptor)
+        where = _where(descriptor if isinstance(descriptor, int) else descriptor.fileno())
+        if _log and where.startswith(_root):
+            with open(_log, "a") as log:
+                log.write(f"- fsync {where}\\n")
+        return result
+
+    os.fsync = fsync
+
+
+_log_fsync()
 '''
 
 KILL = "os.kill(os.getpid(), signal.SIGKILL)"
