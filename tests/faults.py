@@ -54,7 +54,7 @@ def _wrap(name):
                 _count[0] += 1
                 if _log:
                     with open(_log, "a") as log:
-                        log.write(f"{_count[0]} {name} {paths[-1]}\\n")
+                        log.write(f"{_count[0]} {name} {' '.join(paths)}\\n")
                 if _count[0] == _at:
                     exec(_act, {"os": os, "signal": signal, "paths": paths, "root": _root})
         return real(*args, **kwargs)

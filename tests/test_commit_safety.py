@@ -310,6 +310,11 @@ def _make_vllm_link(site: Path, _: str, tmp_path: Path) -> None:
     (site / "vllm").symlink_to(tmp_path / "shared-vllm")
 
 
+def _make_directory_link(site: Path, relative: str, tmp_path: Path) -> None:
+    shutil.move(site / relative, tmp_path / "shared-directory")
+    (site / relative).symlink_to(tmp_path / "shared-directory")
+
+
 @pytest.mark.parametrize("command", ["check", "apply"])
 @pytest.mark.parametrize(
     "make, relative, expected",
@@ -319,8 +324,10 @@ def _make_vllm_link(site: Path, _: str, tmp_path: Path) -> None:
         (_make_fifo, CONFIG, "is a FIFO"),
         (_make_record_link, "vllm-0.27.1.dist-info/RECORD", "is a symlink"),
         (_make_vllm_link, "vllm", "is a symlink"),
+        (_make_directory_link, "vllm/v1/worker/gpu/sample", "is a symlink"),
     ],
-    ids=["target link", "seam link", "target FIFO", "RECORD link", "vllm link"],
+    ids=["target link", "seam link", "target FIFO", "RECORD link", "vllm link",
+         "directory link on the way"],
 )
 def test_what_is_not_a_plain_file_is_refused_by_name_and_nothing_written(
     trees: dict, tmp_path: Path, command: str, make, relative: str, expected: str
@@ -421,3 +428,137 @@ def test_a_read_only_tree_needs_no_lock_to_answer(trees: dict, start: str) -> No
         assert result.returncode == 2
         assert "read-only; nothing was written" in result.stderr
     assert snapshot(site) == trees[start]
+
+
+# -- recovery, held to what it promises ------------------------------------------------
+
+RECORD = "vllm/.dflash2-backport-intent.json"
+
+
+def _without_lock(site: Path) -> dict[str, bytes]:
+    # A SIGKILL leaves the lock file behind; the next writer takes it over.
+    return {k: v for k, v in snapshot(site).items() if not k.endswith(".dflash2-backport.lock")}
+
+
+def _kill_as_it_replaces(trees: dict, relative: str, command: str = "apply") -> None:
+    """Kill `command` right before it renames `relative` into place."""
+    site = trees["site"]
+    killed = run_tool(
+        [command, "--site-packages", str(site)],
+        hook=trees["hook"], root=site, at=1, match=relative, act=KILL,
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+
+
+def test_a_kill_after_the_first_rename_leaves_a_record_of_a_commit_under_way(trees: dict) -> None:
+    site = trees["site"]
+    # The modules and the seams are in place when the registry's turn comes.
+    _kill_as_it_replaces(trees, REGISTRY)
+    assert (site / INSTALLED[0]).read_bytes() == trees["applied"][INSTALLED[0]]
+    assert json.loads((site / RECORD).read_bytes())["phase"] == "committing"
+    finished = run_tool(["apply", "--site-packages", str(site)])
+    assert finished.returncode == 0, finished.stderr
+    assert "finished an interrupted apply" in finished.stdout
+    assert snapshot(site) == trees["applied"]
+
+
+def test_recovery_refuses_a_file_edited_between_the_kill_and_the_next_run(trees: dict) -> None:
+    site = trees["site"]
+    _kill_as_it_replaces(trees, REGISTRY)
+    with open(site / CONFIG, "a") as handle:
+        handle.write("# a user's edit\n")
+    before = _without_lock(site)
+    result = run_tool(["apply", "--site-packages", str(site)])
+    assert result.returncode == 2
+    assert f"{CONFIG} holds neither the content it had before" in result.stderr
+    assert _without_lock(site) == before
+
+
+def test_the_records_own_staged_copy_is_swept_when_no_record_was_written(trees: dict) -> None:
+    site = trees["site"]
+    _restore(site, trees["applied"])
+    # The first write of a revert puts its record in place: killed there, only
+    # the record's staged copy is left, and no record.
+    _kill_as_it_replaces(trees, RECORD, command="revert")
+    assert not (site / RECORD).exists() and leftovers(site)
+    result = run_tool(["apply", "--site-packages", str(site)])
+    assert result.returncode == 0, result.stderr
+    assert "nothing to do" in result.stdout
+    assert leftovers(site) == []
+    assert snapshot(site) == trees["applied"]
+
+
+def test_recovery_waits_for_the_lock_and_never_finishes_a_live_writers_commit(
+    trees: dict,
+) -> None:
+    from dflash2_backport.lock import TreeLock
+
+    site = trees["site"]
+    _kill_as_it_replaces(trees, REGISTRY)
+    interrupted = _without_lock(site)
+    with TreeLock(site, "apply") as lock:
+        lock.acquire(5, lambda _: None)
+        waiter = subprocess.Popen(
+            [sys.executable, "-m", "dflash2_backport", "apply", "--site-packages", str(site)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        time.sleep(3)
+        assert waiter.poll() is None
+        assert _without_lock(site) == interrupted
+    stdout, stderr = waiter.communicate(timeout=120)
+    assert waiter.returncode == 0, stderr
+    assert "finished an interrupted apply" in stdout
+    assert snapshot(site) == trees["applied"]
+
+
+def test_a_record_reached_through_a_symlink_is_refused_not_read_through(
+    trees: dict, tmp_path: Path
+) -> None:
+    site = trees["site"]
+    _kill_as_it_replaces(trees, REGISTRY)
+    # A genuine record, but reached through a link: it is not acted on.
+    shutil.move(site / RECORD, tmp_path / "record.json")
+    (site / RECORD).symlink_to(tmp_path / "record.json")
+    before = _without_lock(site)
+    result = run_tool(["apply", "--site-packages", str(site)])
+    assert result.returncode == 2
+    assert f"{site / RECORD}: is a symlink" in result.stderr
+    assert _without_lock(site) == before
+
+
+def test_every_staged_file_is_fsynced_before_it_is_renamed_into_place(
+    trees: dict, tmp_path: Path
+) -> None:
+    site = trees["site"]
+    log = tmp_path / "writes.log"
+    result = run_tool(
+        ["apply", "--site-packages", str(site)],
+        hook=trees["hook"], root=site, at=0, act="", log=log,
+    )
+    assert result.returncode == 0, result.stderr
+    fsynced: set[str] = set()
+    renamed = 0
+    for line in log.read_text().splitlines():
+        number, operation, *paths = line.split(" ")
+        if operation == "fsync":
+            fsynced.add(paths[0])
+        elif operation == "replace":
+            source, destination = paths
+            assert source.endswith(".dflash2-backport-new"), line
+            assert source in fsynced, f"{destination} renamed from a copy never fsynced"
+            renamed += 1
+    # The record twice, ten files and RECORD.
+    assert renamed == 2 + 10 + 1
+    assert snapshot(site) == trees["applied"]
+
+
+@pytest.mark.parametrize("at", [1, 2, 3])
+def test_a_sigterm_early_in_the_commit_leaves_no_lock_file(trees: dict, at: int) -> None:
+    site = trees["site"]
+    result = run_tool(
+        ["apply", "--site-packages", str(site)],
+        hook=trees["hook"], root=site, at=at, act=signal_self("SIGTERM"),
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "SIGTERM" in result.stderr
+    assert leftovers(site) == []
