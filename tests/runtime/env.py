@@ -295,13 +295,14 @@ def _snapshot(directory: Path) -> Path:
     from exactly what gets installed, even if the tree changes meanwhile, and
     what pip leaves behind (build/, *.egg-info) never lands in the tree."""
     source = directory / "src"
-    shutil.copytree(
-        REPO, source,
-        ignore=shutil.ignore_patterns(
-            ".git", ".venv", "tests", "__pycache__", "*.egg-info", "build",
-            "dist", ".pytest_cache", ".ruff_cache",
-        ),
-    )
+    source.mkdir()
+    # Only what the build reads: the checkout may hold gigabytes beside it
+    # (the test cache, venvs, device bundles).
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy2(REPO / name, source / name)
+    for name in ("dflash2_backport", "transforms", "modules"):
+        shutil.copytree(REPO / name, source / name,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     return source
 
 
