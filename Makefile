@@ -4,10 +4,11 @@ VENV := .venv
 BIN := $(VENV)/bin
 DEV_STAMP := $(VENV)/.dev-installed
 VLLM_VERSION := 0.27.1
-# Wheels, extracted trees and the runtime venvs (about 5.5 GB); share one
-# directory between checkouts by exporting it.
-DFLASH2_BACKPORT_CACHE ?= $(CURDIR)/.cache/dflash2-backport
-export DFLASH2_BACKPORT_CACHE
+# The tests' downloads: vLLM wheels, their extracted trees and the runtime
+# venvs (see README, Development, for its size); share one directory between
+# checkouts by exporting it. DFLASH2_BACKPORT_CACHE is its earlier name.
+DFLASH2_BACKPORT_TEST_CACHE ?= $(or $(DFLASH2_BACKPORT_CACHE),$(CURDIR)/.cache/dflash2-backport)
+export DFLASH2_BACKPORT_TEST_CACHE
 
 .PHONY: test demo bench lint clean
 
@@ -17,18 +18,24 @@ $(DEV_STAMP): pyproject.toml requirements-dev.txt
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt -e .
 	touch $@
 
-## make test: the whole CPU test suite (about 6 min with its cache warm, 8 the first time, 2 cores)
+## make test: the whole CPU test suite (README, Development, says how long it takes)
 test: $(DEV_STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-## make demo: the tool in one throwaway venv, vLLM 0.27.1 (no deps) in another
+## make demo: the tool in one throwaway venv, vLLM 0.27.1 (no deps) in another.
+## Everything it writes stays in its temporary directory: the tool is built
+## from a copy of the sources, and pip's cache, the verdict cache and any
+## other XDG cache go there too.
 demo:
 	@set -e; demo=$$(mktemp -d); trap 'rm -rf "$$demo"' EXIT; \
-	wheel=$$(ls "$(DFLASH2_BACKPORT_CACHE)"/wheels/vllm-$(VLLM_VERSION)-*.whl 2>/dev/null | head -n 1); \
+	export XDG_CACHE_HOME="$$demo/cache" TMPDIR="$$demo/tmp" \
+	    DFLASH2_BACKPORT_VERDICT_CACHE="$$demo/cache/verdicts"; mkdir "$$TMPDIR"; \
+	wheel=$$(ls "$(DFLASH2_BACKPORT_TEST_CACHE)"/wheels/vllm-$(VLLM_VERSION)-*.whl 2>/dev/null | head -n 1); \
 	echo "== two throwaway venvs in $$demo: tool/ and vllm/"; \
+	mkdir "$$demo/src"; cp -R pyproject.toml README.md LICENSE dflash2_backport transforms modules "$$demo/src"; \
 	$(PYTHON) -m venv "$$demo/tool"; \
 	$(PYTHON) -m venv "$$demo/vllm"; \
-	"$$demo/tool/bin/python" -m pip install --quiet --disable-pip-version-check .; \
+	"$$demo/tool/bin/python" -m pip install --quiet --disable-pip-version-check "$$demo/src"; \
 	"$$demo/vllm/bin/python" -m pip install --quiet --disable-pip-version-check \
 	    --no-deps --no-warn-conflicts "$${wheel:-vllm==$(VLLM_VERSION)}"; \
 	tool="$$demo/tool/bin/dflash2-backport"; python="$$demo/vllm/bin/python"; \

@@ -26,16 +26,39 @@ app = typer.Typer(
     help="Backport DFlash2 speculative decoding to vLLM 0.27.1 (and 0.27.0).",
 )
 
-Python = Annotated[
-    Optional[Path],
-    typer.Option(
-        "--python",
-        metavar="PATH",
-        help="the interpreter that runs vLLM: patch the vllm it imports "
-        "[default: the interpreter running this tool]",
-        show_default=False,
-    ),
-]
+
+def _python(does: str):
+    """--python, worded for what the command does with that vLLM."""
+    return Annotated[
+        Optional[Path],
+        typer.Option(
+            "--python",
+            metavar="PATH",
+            help=f"the interpreter that runs vLLM: {does} "
+            "[default: the interpreter running this tool]",
+            show_default=False,
+        ),
+    ]
+
+
+def _force(does: str):
+    return Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help=f"{does} a vLLM of unknown version on the structural checks alone",
+        ),
+    ]
+
+
+# Each command's help says what it does to that vLLM, and only that.
+PythonToPatch = _python("patch the vllm it imports")
+PythonToCheck = _python("check the vllm it imports")
+PythonToRevert = _python("revert the vllm it imports")
+PythonToVerify = _python("verify the vllm it imports")
+ForcePatch = _force("patch")
+ForceCheck = _force("check")
+ForceRevert = _force("revert")
 SitePackages = Annotated[
     Optional[Path],
     typer.Option(
@@ -53,7 +76,13 @@ Root = Annotated[
         help="a vLLM source tree: the directory that contains vllm/",
     ),
 ]
-Diff = Annotated[bool, typer.Option("--diff", help="print the unified diff of the changes")]
+Diff = Annotated[
+    bool,
+    typer.Option(
+        "--diff",
+        help="print the unified diff of the changes on stdout, and the report on stderr",
+    ),
+]
 DiffModules = Annotated[
     bool,
     typer.Option(
@@ -62,12 +91,6 @@ DiffModules = Annotated[
     ),
 ]
 Json = Annotated[bool, typer.Option("--json", help="print one JSON object instead of text")]
-Force = Annotated[
-    bool,
-    typer.Option("--force", help="patch a vLLM of unknown version on the structural checks alone"),
-]
-
-
 FailIfChanged = Annotated[
     bool,
     typer.Option(
@@ -79,13 +102,13 @@ FailIfChanged = Annotated[
 
 @app.command()
 def apply(
-    python: Python = None,
+    python: PythonToPatch = None,
     site_packages: SitePackages = None,
     root: Root = None,
     diff: Diff = False,
     diff_modules: DiffModules = False,
     json_output: Json = False,
-    force: Force = False,
+    force: ForcePatch = False,
     fail_if_changed: FailIfChanged = False,
 ) -> None:
     """Make the seven edits to seven vLLM files and install the two DFlash2
@@ -98,13 +121,13 @@ def apply(
 
 @app.command()
 def check(
-    python: Python = None,
+    python: PythonToCheck = None,
     site_packages: SitePackages = None,
     root: Root = None,
     diff: Diff = False,
     diff_modules: DiffModules = False,
     json_output: Json = False,
-    force: Force = False,
+    force: ForceCheck = False,
 ) -> None:
     """Dry run: report each edit's state; exit 0 done, 1 pending, 2 refused."""
     raise typer.Exit(
@@ -115,13 +138,13 @@ def check(
 
 @app.command()
 def revert(
-    python: Python = None,
+    python: PythonToRevert = None,
     site_packages: SitePackages = None,
     root: Root = None,
     diff: Diff = False,
     diff_modules: DiffModules = False,
     json_output: Json = False,
-    force: Force = False,
+    force: ForceRevert = False,
 ) -> None:
     """Undo the seven edits and remove the three new files, all or nothing."""
     raise typer.Exit(
@@ -147,7 +170,7 @@ def _run(
     from .errors import Interrupted
     from .report import Report
 
-    report = Report(command, json_output)
+    report = Report(command, json_output, diff_only_on_stdout=diff or diff_modules)
     with interrupts.stopping_on_signals():
         try:
             result = _execute(
@@ -243,7 +266,11 @@ def _execute(
         if leftover is not None:
             return outcome.failed(interrupted_message(target.root, leftover.intent))
         plan = plan_now(notes)
-        return outcome.refused(command, plan) if plan.refused else outcome.finished(command, plan, [])
+        if plan.refused:
+            return outcome.refused(command, plan)
+        return outcome.finished(
+            command, plan, [], options=_target_options(python, site_packages, root, force)
+        )
 
     written: list[str] = []
     with TreeLock(target.root, command) as lock:
@@ -299,9 +326,19 @@ def _someone_elses_tree(root: Path) -> str | None:
     )
 
 
+def _target_options(
+    python: Path | None, site_packages: Path | None, root: Path | None, force: bool
+) -> tuple[str, ...]:
+    """The options that chose the target, as given, for a hint to repeat."""
+    given = [("--python", python), ("--site-packages", site_packages), ("--root", root)]
+    options = [part for option, value in given if value is not None
+               for part in (option, str(value))]
+    return (*options, "--force") if force else tuple(options)
+
+
 @app.command()
 def verify(
-    python: Python = None,
+    python: PythonToVerify = None,
     json_output: Json = False,
 ) -> None:
     """Prove at run time, on the CPU, that vLLM resolves, configures and

@@ -38,12 +38,22 @@ try:
     dist = metadata.distribution("vllm")
 except Exception:
     dist = None
+def readable(path, name):
+    # A FIFO would block the read forever. Left unread here: the tool reads
+    # METADATA again itself, without blocking, and names what it finds.
+    import os, stat
+    try:
+        return path is None or stat.S_ISREG(os.stat(os.path.join(str(path), name)).st_mode)
+    except OSError:
+        return True
 if dist is not None:
     path = getattr(dist, "_path", None)
     answer["dist"] = {
-        "version": dist.version,
+        "version": dist.version if readable(path, "METADATA") else None,
         "path": str(path) if path is not None else None,
-        "direct_url": dist.read_text("direct_url.json"),
+        "direct_url": (
+            dist.read_text("direct_url.json") if readable(path, "direct_url.json") else None
+        ),
     }
 print(json.dumps(answer))
 """
@@ -147,10 +157,11 @@ def is_editable(direct_url: str | None) -> bool:
 
 def editable_source(dist_info: Path) -> Path | None:
     """The source directory of an editable install, from its direct_url.json."""
-    try:
-        text = (dist_info / "direct_url.json").read_text(encoding="utf-8")
-    except OSError:
-        return None
+    from .safe_files import read_regular
+
+    # Read like a target: a FIFO here would block a plain open() forever.
+    data = read_regular(dist_info / "direct_url.json")
+    text = None if data is None else data.decode("utf-8", errors="replace")
     if not is_editable(text):
         return None
     url = json.loads(text).get("url", "")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import os
+import shlex
 import traceback
 from typing import TYPE_CHECKING
 
@@ -90,15 +91,27 @@ def _count(number: int, thing: str) -> str:
     return f"{number} {thing}{'' if number == 1 else 's'}"
 
 
+def _joined(*parts: tuple[int, str]) -> str:
+    """The parts whose number is not zero, joined with "and"."""
+    return " and ".join(text for number, text in parts if number)
+
+
 def finished(
-    command: str, plan: Plan, written: list[str], fail_if_changed: bool = False
+    command: str,
+    plan: Plan,
+    written: list[str],
+    fail_if_changed: bool = False,
+    options: tuple[str, ...] = (),
 ) -> Outcome:
+    """`options`: the arguments that named the target, repeated in the hint
+    so that it works on the same vLLM."""
     # One way to count everywhere: edits by name (speculator-selection spans
     # two files), files by path, and the two new modules as their three files.
     to_do = [e for e in plan.edits if plan.edit_to_do(e)]
-    edits = _count(len({e.edit for e in to_do}), "edit")
-    files = _count(len({e.path for e in to_do}), "file")
-    new_files = _count(sum(plan.module_to_do(m) for m in plan.modules), "new file")
+    edit_count = len({e.edit for e in to_do})
+    edits = f"{_count(edit_count, 'edit')} in {_count(len({e.path for e in to_do}), 'file')}"
+    new_count = sum(plan.module_to_do(m) for m in plan.modules)
+    new_files = _count(new_count, "new file")
     applying = plan.direction is Direction.APPLY
     if not plan.pending:
         if applying:
@@ -110,16 +123,23 @@ def finished(
         else:
             done = "no edit is applied and no new file is installed"
         return Outcome(Action.NOTHING_TO_DO, 0, f"nothing to do: {done}")
+    # RECORD changes along with the files; it is named when it is all there is.
+    record = None
+    if not edit_count and not new_count and plan.record is not None:
+        record = plan.record.relative_to(plan.root)
     if command == "check":
-        return Outcome(
-            Action.PENDING,
-            1,
-            f"pending: {edits} in {files} and {new_files}; run `dflash2-backport apply`",
+        what = (
+            f"{record} does not match the files" if record
+            else _joined((edit_count, edits), (new_count, new_files))
         )
-    if applying:
-        summary = f"applied {edits} in {files} and installed {new_files}"
+        hint = shlex.join(["dflash2-backport", "apply", *options])
+        return Outcome(Action.PENDING, 1, f"pending: {what}; run `{hint}`")
+    if record:
+        summary = f"updated {record} to match the files"
+    elif applying:
+        summary = _joined((edit_count, f"applied {edits}"), (new_count, f"installed {new_files}"))
     else:
-        summary = f"reverted {edits} in {files} and removed {new_files}"
+        summary = _joined((edit_count, f"reverted {edits}"), (new_count, f"removed {new_files}"))
     return Outcome(
         Action.APPLIED if applying else Action.REVERTED,
         1 if fail_if_changed else 0,

@@ -39,28 +39,34 @@ class Report:
     target: Target | None = None
     plan: Plan | None = None
     diff: str | None = None
+    #: --diff was given: stdout is the diff's alone, the report goes to stderr.
+    diff_only_on_stdout: bool = False
 
     def render(self, outcome: Outcome) -> int:
         """Print `outcome`; return its exit code."""
+        # With --diff, stdout carries the diff alone, so that it can be saved
+        # and applied as it is (as with `ruff --diff` and `black --diff`).
+        out = sys.stderr if self.diff_only_on_stdout else sys.stdout
         if self.as_json:
             self._json(outcome)
         elif outcome.action is Action.ERROR:
             print(f"dflash2-backport: {paint('error', sys.stderr)}: {outcome.message}",
                   file=sys.stderr)
         elif outcome.action is Action.UPSTREAM_SHIPS:
-            print(outcome.message)
+            print(outcome.message, file=out)
         else:
             if self.diff:
                 sys.stdout.write(self.diff)
+                sys.stdout.flush()
             if self.plan is not None and self.target is not None:
-                print("\n".join(self._lines(outcome)))
+                print("\n".join(self._lines(outcome, out)), file=out)
             if outcome.is_error:
                 print(f"dflash2-backport: {outcome.message}", file=sys.stderr)
             else:
                 # The summary opens with its state word ("pending: ...").
                 first = re.match(r"\w+", outcome.message)
                 end = first.end() if first else 0
-                print(paint(outcome.message[:end], sys.stdout) + outcome.message[end:])
+                print(paint(outcome.message[:end], out) + outcome.message[end:], file=out)
         return outcome.exit_code
 
     def waiting(self, message: str) -> None:
@@ -81,17 +87,17 @@ class Report:
             return _REVERT_WORDS[(to_do, module)]
         return (State.PENDING if to_do else State.APPLIED).value
 
-    def _lines(self, outcome: Outcome) -> list[str]:
+    def _lines(self, outcome: Outcome, out) -> list[str]:
         assert self.plan is not None and self.target is not None
         plan = self.plan
         lines = [self.target.label]
         for edit in plan.edits:
             label = self._label(outcome, edit.state, plan.edit_to_do(edit))
-            line = f"  {paint(label, sys.stdout, 9)} {edit.edit:<{_NAME_WIDTH}} {edit.path}"
+            line = f"  {paint(label, out, 9)} {edit.edit:<{_NAME_WIDTH}} {edit.path}"
             lines.append(f"{line}: {edit.reason}" if edit.state is State.DRIFT else line)
         for module in plan.modules:
             label = self._label(outcome, module.state, plan.module_to_do(module), module=True)
-            line = f"  {paint(label, sys.stdout, 9)} {'new file':<{_NAME_WIDTH}} {module.dest}"
+            line = f"  {paint(label, out, 9)} {'new file':<{_NAME_WIDTH}} {module.dest}"
             lines.append(f"{line}: {module.reason}" if module.state is State.DRIFT else line)
         if plan.record_state is not None and plan.record is not None:
             pending = plan.record_state is State.PENDING
@@ -99,7 +105,7 @@ class Report:
                 "pending" if pending else "current"
             )
             record = plan.record.relative_to(plan.root)
-            lines.append(f"  {paint(label, sys.stdout, 9)} {'record':<{_NAME_WIDTH}} {record}")
+            lines.append(f"  {paint(label, out, 9)} {'record':<{_NAME_WIDTH}} {record}")
         lines.extend(f"  note: {note}" for note in plan.notes)
         return lines
 

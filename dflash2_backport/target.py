@@ -25,6 +25,7 @@ from .errors import BackportError
 from .installer import upstream_ships_dflash2
 from .locate import Found, ask, editable_source
 from .record import dist_info
+from .safe_files import read_regular
 
 SUPPORTED_SERIES = (0, 27)
 FIRST_UPSTREAM = (0, 28, 0)
@@ -73,7 +74,8 @@ def locate(
         together = f"both {given[0]} and {given[1]}" if len(given) == 2 else "all three"
         raise BackportError(f"give one of --python, --site-packages, --root, not {together}")
     if root is not None:
-        return Target(_vllm_parent(root, "--root"), TargetKind.ROOT, None)
+        tree = _vllm_parent(root, "--root")
+        return Target(tree, TargetKind.ROOT, source_version(tree))
     if site_packages is not None:
         return _in_site_packages(site_packages)
     return _of_interpreter(python)
@@ -119,7 +121,7 @@ def from_found(found: Found) -> Target:
     if version is None:
         # A vllm/ with no metadata beside it is a source tree on the path
         # (PYTHONPATH, a bare .pth line): the tree decides, as with --root.
-        return Target(root, TargetKind.ROOT, None, found.python)
+        return Target(root, TargetKind.ROOT, source_version(root), found.python)
     return Target(root, TargetKind.SITE_PACKAGES, version, found.python)
 
 
@@ -159,20 +161,45 @@ def installed_version(site_packages: Path) -> str | None:
 
 
 def _metadata_version(metadata: Path) -> str | None:
-    try:
-        with metadata.open(encoding="utf-8") as lines:
-            for line in lines:
-                if line.startswith("Version:"):
-                    return line.partition(":")[2].strip()
-                if not line.strip():
-                    break
-    except UnicodeDecodeError:
-        raise BackportError(
-            f"{metadata}: not valid UTF-8; reinstall vLLM to restore its metadata"
-        ) from None
-    except OSError:
-        pass
+    # Read like a target: a FIFO here would block a plain open() forever.
+    data = read_regular(metadata)
+    if data is None:
+        return None
+    for line in data.splitlines():  # the headers end at the first blank line
+        if not line.strip():
+            break
+        try:
+            header = line.decode("utf-8")
+        except UnicodeDecodeError:
+            raise BackportError(
+                f"{metadata}: not valid UTF-8; reinstall vLLM to restore its metadata"
+            ) from None
+        if header.startswith("Version:"):
+            return header.partition(":")[2].strip()
     return None
+
+
+# `__version__ = version = '0.27.1'`, as setuptools-scm and vcs-versioning
+# write vllm/_version.py; annotations without a value do not match.
+_VERSION_ASSIGNMENT = re.compile(
+    r"""^(?:__version__|version)\b[^=\n]*=\s*(?:\w+\s*=\s*)*(['"])([^'"\n]+)\1""",
+    re.MULTILINE,
+)
+
+
+def source_version(tree: Path) -> str | None:
+    """The version a source tree's `vllm/_version.py` states, if it has one.
+
+    Only for the report: a source tree is judged by its files, whatever it
+    says it is."""
+    try:
+        data = read_regular(tree / "vllm" / "_version.py")
+    except BackportError:  # a link or a FIFO: no version to show, no reason to stop
+        return None
+    if data is None:
+        return None
+    match = _VERSION_ASSIGNMENT.search(data.decode("utf-8", errors="replace"))
+    return match.group(2) if match else None
 
 
 def release(version: str) -> tuple[int, ...] | None:

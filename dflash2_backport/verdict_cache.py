@@ -24,7 +24,10 @@ from .verdicts import Direction, EditReport
 
 
 def _directory() -> Path:
-    configured = os.environ.get("DFLASH2_BACKPORT_CACHE_DIR")
+    # DFLASH2_BACKPORT_CACHE_DIR: the earlier name, still honoured.
+    configured = os.environ.get("DFLASH2_BACKPORT_VERDICT_CACHE") or os.environ.get(
+        "DFLASH2_BACKPORT_CACHE_DIR"
+    )
     if configured:
         return Path(configured)
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"

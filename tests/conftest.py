@@ -48,8 +48,9 @@ def _sandbox(tmp_path_factory: pytest.TempPathFactory):
 @pytest.fixture(autouse=True)
 def _private_verdict_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests never read or write the user's verdict cache."""
+    monkeypatch.delenv("DFLASH2_BACKPORT_CACHE_DIR", raising=False)
     monkeypatch.setenv(
-        "DFLASH2_BACKPORT_CACHE_DIR", str(tmp_path_factory.mktemp("verdicts"))
+        "DFLASH2_BACKPORT_VERDICT_CACHE", str(tmp_path_factory.mktemp("verdicts"))
     )
 
 

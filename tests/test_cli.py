@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -14,7 +15,9 @@ import pytest
 from typer.testing import CliRunner
 
 from dflash2_backport.cli import app
+from tests.test_interpreter import TOOL, bare_venv
 from tests.trees import INSTALLED, make_site, snapshot
+from tests.wheels import vllm_source
 
 pytestmark = pytest.mark.wheels
 
@@ -184,6 +187,66 @@ def test_bad_input_messages_name_the_file_and_the_problem(
     assert expected in line, line
 
 
+@pytest.mark.parametrize("naming", ["--site-packages", "--python"])
+@pytest.mark.parametrize("command", ["check", "apply"])
+def test_a_fifo_as_vllms_metadata_is_refused_at_once(
+    tmp_path: Path, command: str, naming: str
+) -> None:
+    python, site = bare_venv(tmp_path / "venv")
+    make_site("0.27.1", site)
+    metadata = site / "vllm-0.27.1.dist-info/METADATA"
+    metadata.unlink()
+    os.mkfifo(metadata)
+    before = snapshot(site)
+    # A read of the FIFO blocks: the run and the interpreter it asks are
+    # then killed, as a group, after a timeout far beyond a refusal's.
+    run = subprocess.Popen(
+        [TOOL, command, naming, python if naming == "--python" else site],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+        text=True, start_new_session=True,
+    )
+    try:
+        stdout, stderr = run.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(run.pid, signal.SIGKILL)
+        run.communicate()
+        pytest.fail(f"{command} {naming} blocked on the FIFO")
+    assert run.returncode == 2, stdout + stderr
+    (line,) = stderr.splitlines()
+    assert f"{metadata}: is a FIFO" in line, line
+    assert snapshot(site) == before
+
+
+def _named(how: str, tmp_path: Path) -> tuple[list, Path]:
+    """Arguments naming a vLLM 0.27.1 in a directory whose path has a space,
+    and the directory that holds its vllm/."""
+    if how == "--python":
+        python, site = bare_venv(tmp_path / "a venv")
+        make_site("0.27.1", site)
+        return ["--python", python], site
+    tree = make_site("0.27.1", tmp_path / "my vllm")
+    if how == "--root":
+        shutil.rmtree(next(tree.glob("vllm-*.dist-info")))
+    return [how, tree], tree
+
+
+@pytest.mark.parametrize("how", ["--python", "--site-packages", "--root"])
+def test_the_hint_after_check_runs_as_printed_on_the_same_vllm(tmp_path: Path, how: str) -> None:
+    arguments, holder = _named(how, tmp_path)
+    check = subprocess.run([TOOL, "check", *arguments], capture_output=True, text=True)
+    assert check.returncode == 1, check.stdout + check.stderr
+    hint = check.stdout.splitlines()[-1].split("; run `")[1].rstrip("`")
+    assert hint.split()[:2] == ["dflash2-backport", "apply"], hint
+    # Pasted into a shell that finds the tool on PATH; the tool's own
+    # interpreter has no vLLM, so a hint without the target fails.
+    shell = {**os.environ, "PATH": f"{TOOL.parent}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(["sh", "-c", hint], capture_output=True, text=True, env=shell)
+    assert done.returncode == 0, hint + "\n" + done.stdout + done.stderr
+    assert (holder / INSTALLED[0]).is_file()
+    again = subprocess.run([TOOL, "check", *arguments], capture_output=True, text=True)
+    assert again.returncode == 0, again.stdout + again.stderr
+
+
 def test_a_symlink_loop_as_the_path_is_an_error_not_a_crash(tmp_path: Path) -> None:
     loop = tmp_path / "loop"
     loop.symlink_to(loop)
@@ -243,6 +306,35 @@ def test_root_mode_patches_a_source_tree_without_dist_info(tmp_path: Path) -> No
     assert invoke("check", "--root", str(tree)).exit_code == 1
     assert invoke("apply", "--root", str(tree)).exit_code == 0
     assert invoke("check", "--root", str(tree)).exit_code == 0
+
+
+VERSION_FILES = {
+    # vcs-versioning, as in the 0.27.1 wheel: annotations, then the values.
+    "the wheel's own": ("0.27.1 wheel", "0.27.1"),
+    "setuptools-scm on a fork": (
+        "version = '0.27.1.dev12+g1a2b3c4'\n__version__ = version\n", "0.27.1.dev12+g1a2b3c4"
+    ),
+    "annotated, double quotes": ('__version__: str = "0.27.0"\n', "0.27.0"),
+    "computed, not stated": ("__version__ = get_version()\n", None),
+    "none": (None, None),
+}
+
+
+@pytest.mark.parametrize(("text", "version"), VERSION_FILES.values(), ids=VERSION_FILES.keys())
+def test_root_reports_the_version_that_vllm_version_py_states(
+    tmp_path: Path, text: str | None, version: str | None
+) -> None:
+    tree = make_site("0.27.1", tmp_path / "fork")
+    shutil.rmtree(next(tree.glob("vllm-*.dist-info")))
+    if text == "0.27.1 wheel":
+        shutil.copy(vllm_source("0.27.1") / "vllm/_version.py", tree / "vllm/_version.py")
+    elif text is not None:
+        (tree / "vllm/_version.py").write_text(text)
+    result = invoke("check", "--root", str(tree), "--json")
+    assert result.exit_code == 1, result.output
+    assert json.loads(result.output)["vllm_version"] == version
+    first = invoke("check", "--root", str(tree)).output.splitlines()[0]
+    assert first == f"vLLM {version or '(version unknown)'} at {tree}"
 
 
 def test_site_packages_and_root_together_are_refused(site: Path) -> None:
@@ -332,6 +424,25 @@ def test_cached_check_answers_without_the_parser_and_notices_changes(site: Path)
     path.write_text(path.read_text().replace('"DFlashDraftModel": (', '"DFlashDraftModelX": ('))
     assert run() == "exit 2 True True"  # a changed file is judged again
     assert script.exists()
+
+
+@pytest.mark.parametrize(
+    "variable", ["DFLASH2_BACKPORT_VERDICT_CACHE", "DFLASH2_BACKPORT_CACHE_DIR"],
+    ids=["its name", "its earlier name"],
+)
+def test_the_verdict_cache_goes_where_its_variable_says(
+    site: Path, tmp_path: Path, variable: str
+) -> None:
+    environ = {
+        k: v for k, v in os.environ.items()
+        if k not in ("DFLASH2_BACKPORT_VERDICT_CACHE", "DFLASH2_BACKPORT_CACHE_DIR")
+    }
+    environ.update({variable: str(tmp_path / "verdicts"), "XDG_CACHE_HOME": str(tmp_path / "xdg")})
+    result = subprocess.run([TOOL, "check", "--site-packages", site], capture_output=True,
+                            text=True, env=environ)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert list((tmp_path / "verdicts").rglob("*.json"))
+    assert not (tmp_path / "xdg").exists()
 
 
 def test_installed_console_script_runs_as_a_user_would(site: Path) -> None:

@@ -1,10 +1,12 @@
-"""What `--diff` prints is what `apply` writes: the printed diff, applied with
-`patch` or `git apply` to a pristine copy of the real vLLM 0.27.1 tree, gives
-the same bytes as `apply` on another copy."""
+"""What `--diff` prints is what `apply` writes: the printed diff, saved from
+stdout as a user saves it (`check --diff > x.patch`) and applied with `patch`
+or `git apply` to a pristine copy of the real vLLM 0.27.1 tree, gives the
+same bytes as `apply` on another copy."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -12,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_interpreter import tool
+from tests.test_interpreter import TOOL, tool
 from tests.trees import INSTALLED, TARGETS, snapshot
 from tests.wheels import vllm_source
 
@@ -33,10 +35,18 @@ def trees(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     pristine = shutil.copytree(vllm_source("0.27.1"), scratch / "pristine",
                                ignore=shutil.ignore_patterns(".complete"))
     applied = shutil.copytree(pristine, scratch / "applied")
-    checked = tool("check", "--site-packages", pristine, "--diff", "--json")
-    assert checked.returncode == 1, checked.stdout + checked.stderr
     diff = scratch / "printed.diff"
-    diff.write_text(json.loads(checked.stdout)["diff"])
+    # As typed in a shell: stdout to the file, the report left on stderr.
+    saved = subprocess.run(
+        ["sh", "-c", 'dflash2-backport check --site-packages "$1" --diff > "$2"', "sh",
+         pristine, diff],
+        capture_output=True, text=True,
+        env={**os.environ, "PATH": f"{TOOL.parent}{os.pathsep}{os.environ['PATH']}"},
+    )
+    assert saved.returncode == 1, saved.stdout + saved.stderr
+    assert saved.stderr.splitlines()[-1].startswith("pending: 7 edits in 7 files")
+    as_json = tool("check", "--site-packages", pristine, "--diff", "--json")
+    assert json.loads(as_json.stdout)["diff"] == diff.read_text()
     done = tool("apply", "--site-packages", applied)
     assert done.returncode == 0, done.stdout + done.stderr
     yield {"pristine": pristine, "applied": applied, "diff": diff}

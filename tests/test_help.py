@@ -41,6 +41,29 @@ def test_help_names_what_options_take_and_never_calls_a_flag_bool(command: str) 
         assert re.search(r"^\s+--diff\s+print", result.stdout, flags=re.MULTILINE)
 
 
+# What each command does to the vLLM an option names, in the command's words.
+VERBS = {"apply": "patch", "check": "check", "revert": "revert", "verify": "verify"}
+
+
+def option_help(text: str, option: str) -> str | None:
+    """The help of `option`, its lines joined; None when the command has none."""
+    match = re.search(rf"^  {option}\b(.*?)(?=^  -|\Z)", text, flags=re.MULTILINE | re.DOTALL)
+    return " ".join(match.group(1).split()) if match else None
+
+
+@pytest.mark.parametrize("command", VERBS)
+def test_each_commands_help_says_what_that_command_does_and_no_other(command: str) -> None:
+    text = run(command, "--help").stdout
+    shown = {option: option_help(text, option) for option in ("--python", "--force")}
+    assert shown["--python"] is not None
+    assert (shown["--force"] is None) == (command == "verify")
+    for option, words in shown.items():
+        if words is None:
+            continue
+        used = {verb for verb in VERBS.values() if re.search(rf"\b{verb}\b", words)}
+        assert used == {VERBS[command]}, f"{command} {option}: {words}"
+
+
 def test_top_level_help_lists_every_command() -> None:
     result = run("--help")
     assert result.returncode == 0

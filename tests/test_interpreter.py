@@ -114,6 +114,15 @@ def test_check_python_finds_the_vllm_that_interpreter_imports(tmp_path: Path, la
     assert (document["target_kind"], document["vllm_version"]) == (kind, version)
 
 
+def test_a_bare_python_name_is_the_one_on_path_as_in_a_shell(tmp_path: Path) -> None:
+    python, site = bare_venv(tmp_path / "venv")
+    make_site("0.27.1", site)
+    path = f"{python.parent}{os.pathsep}{os.environ['PATH']}"
+    result = tool("check", "--python", "python3", "--json", env={"PATH": path})
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert Path(json.loads(result.stdout)["target"]) == site.resolve()
+
+
 def test_the_current_directory_is_not_taken_for_the_interpreters_vllm(tmp_path: Path) -> None:
     python, site = bare_venv(tmp_path / "venv")
     make_site("0.27.1", site)
@@ -264,6 +273,22 @@ def test_editable_install_is_patched_in_its_checkout_and_site_packages_left_alon
     assert all((checkout / relative).is_file() for relative in INSTALLED)
     assert snapshot(site) == site_before
     assert tool("check", naming, name).returncode == 0
+
+
+@pytest.mark.parametrize("naming", ["--python", "--site-packages"])
+def test_an_editable_checkout_whose_path_has_a_space_is_found_decoded(
+    tmp_path: Path, naming: str
+) -> None:
+    # direct_url.json stores the path as a file:// URL, the space as %20.
+    python, site = bare_venv(tmp_path / "venv")
+    checkout = source_tree(tmp_path / "my src" / "vllm")
+    dist_info = editable_metadata(site, checkout)
+    assert "%20" in (dist_info / "direct_url.json").read_text()
+    pth_path_line(site, checkout)
+    result = tool("check", naming, python if naming == "--python" else site, "--json")
+    assert result.returncode == 1, result.stdout + result.stderr
+    document = json.loads(result.stdout)
+    assert (Path(document["target"]), document["target_kind"]) == (checkout.resolve(), "editable")
 
 
 def test_editable_install_whose_checkout_is_gone_is_one_line_naming_both(

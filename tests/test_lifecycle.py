@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from dflash2_backport.cli import app
 from tests.trees import INSTALLED, TARGETS, make_site, snapshot
-from tests.wheels import vllm_source, vllm_wheel
+from tests.wheels import CACHE, vllm_source, vllm_wheel
 
 pytestmark = pytest.mark.wheels
 
@@ -323,3 +323,44 @@ def test_pre_commit_autoupdate_pins_a_commit_while_no_release_is_tagged(fork: Pa
     updated = _pre_commit(fork, "autoupdate")
     assert updated.returncode == 0, updated.stdout + updated.stderr
     assert f"rev: {head}" in config.read_text()
+
+
+# -- make demo -------------------------------------------------------------------
+
+
+def _untracked(repository: Path) -> set[str]:
+    return set(subprocess.run(
+        ["git", "-C", str(repository), "status", "--porcelain", "--ignored", "--untracked-files=all"],
+        check=True, capture_output=True, text=True,
+    ).stdout.splitlines())
+
+
+def test_make_demo_leaves_nothing_outside_its_temporary_directory(tmp_path: Path) -> None:
+    """The demo is throwaway: with HOME, the XDG cache and TMPDIR all empty
+    directories, they are empty again afterwards (no verdicts, no pip cache,
+    no temporary directory), and the checkout has no new file (no build/)."""
+    places = {name: tmp_path / name for name in ("home", "xdg-cache", "tmp")}
+    for place in places.values():
+        place.mkdir()
+    environ = {
+        k: v for k, v in os.environ.items()
+        if not k.startswith("DFLASH2_BACKPORT_") and k not in ("VIRTUAL_ENV", "PYTHONPATH")
+    }
+    environ.update(
+        HOME=str(places["home"]), XDG_CACHE_HOME=str(places["xdg-cache"]),
+        TMPDIR=str(places["tmp"]), DFLASH2_BACKPORT_TEST_CACHE=str(CACHE),
+    )
+    # pip runs `rustc --version` for its user agent; where that is rustup's
+    # proxy, it writes its settings under HOME unless told where they are.
+    rustup = Path.home() / ".rustup"
+    if "RUSTUP_HOME" not in environ and rustup.is_dir():
+        environ["RUSTUP_HOME"] = str(rustup)
+    before = _untracked(REPOSITORY)
+    demo = subprocess.run(["make", "--no-print-directory", "-C", str(REPOSITORY), "demo"],
+                          capture_output=True, text=True, env=environ)
+    assert demo.returncode == 0, demo.stdout + demo.stderr
+    assert "== demo passed" in demo.stdout
+    assert {name: sorted(p.name for p in place.iterdir()) for name, place in places.items()} == {
+        name: [] for name in places
+    }
+    assert _untracked(REPOSITORY) == before

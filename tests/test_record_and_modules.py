@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import base64
 import compileall
+import csv
 import hashlib
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from dflash2_backport.cli import app
+from tests.test_interpreter import bare_venv
 from tests.trees import INSTALLED, TARGETS, make_site, snapshot
 
 pytestmark = pytest.mark.wheels
@@ -54,7 +58,16 @@ def test_a_stale_record_row_is_pending_and_apply_makes_it_true(site: Path) -> No
     check = invoke("check", "--site-packages", str(site))
     assert check.exit_code == 1, check.output
     assert check.output.splitlines()[-2].split() == ["pending", "record", RECORD]
-    assert invoke("apply", "--site-packages", str(site)).exit_code == 0
+    # The summary says what is pending: RECORD, not "0 edits in 0 files".
+    assert check.output.splitlines()[-1] == (
+        f"pending: {RECORD} does not match the files; "
+        f"run `dflash2-backport apply --site-packages {site}`"
+    )
+    applied = invoke("apply", "--site-packages", str(site))
+    assert applied.exit_code == 0, applied.output
+    assert applied.output.splitlines()[-1] == (
+        f"updated {RECORD} to match the files; 1 file written"
+    )
     rows = record.read_text().splitlines()
     assert true_row in rows and stale_row not in rows
 
@@ -69,6 +82,29 @@ def test_rows_appended_to_a_crlf_record_end_in_crlf_and_revert_restores_it(site:
     assert wheel_row(INSTALLED[0], (site / INSTALLED[0]).read_bytes()).encode() + b"\r\n" in data
     assert invoke("revert", "--site-packages", str(site)).exit_code == 0
     assert snapshot(site) == pristine
+
+
+def test_a_record_without_a_final_newline_gets_whole_rows_that_pip_uninstalls(
+    tmp_path: Path,
+) -> None:
+    python, site = bare_venv(tmp_path / "venv")
+    make_site("0.27.1", site)
+    record = site / RECORD
+    record.write_bytes(record.read_bytes().rstrip(b"\n"))
+    assert invoke("apply", "--site-packages", str(site)).exit_code == 0
+    # Read as pip reads it: csv rows of path, hash, size.
+    rows = list(csv.reader(record.read_text().splitlines()))
+    assert [row for row in rows if len(row) != 3] == []
+    for relative in INSTALLED:
+        assert wheel_row(relative, (site / relative).read_bytes()).split(",") in rows
+    # The venv has no pip of its own: this checkout's pip works on it.
+    uninstall = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "--disable-pip-version-check",
+         "uninstall", "--yes", "vllm"],
+        capture_output=True, text=True,
+    )
+    assert uninstall.returncode == 0, uninstall.stdout + uninstall.stderr
+    assert [p for p in site.rglob("*") if p.is_file()] == []
 
 
 def test_no_record_is_no_refusal_but_the_report_says_pip_will_not_know(site: Path) -> None:

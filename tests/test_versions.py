@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_interpreter import tool
-from tests.trees import TARGETS, make_site, snapshot
+from tests.trees import INSTALLED, TARGETS, make_site, snapshot
 from tests.wheels import vllm_source
 
 pytestmark = pytest.mark.wheels
@@ -52,3 +52,21 @@ def test_apply_patches_0_27_0_exactly_as_0_27_1(tmp_path: Path) -> None:
     ours, reference = snapshot(old), snapshot(new)
     assert {p: ours[p] for p in TARGETS} == {p: reference[p] for p in TARGETS}
     assert tool("check", "--site-packages", old).returncode == 0
+
+
+@pytest.mark.parametrize("version", ["0.28.0", "0.29.0"])
+@pytest.mark.parametrize("command", ["check", "apply"])
+def test_a_release_that_ships_dflash2_but_lost_its_modules_is_told_to_reinstall(
+    tmp_path: Path, version: str, command: str
+) -> None:
+    site = make_site(version, tmp_path / "site")
+    for relative in INSTALLED:
+        (site / relative).unlink()
+    before = snapshot(site)
+    result = tool(command, "--site-packages", site)
+    assert result.returncode == 2, result.stdout + result.stderr
+    (line,) = result.stderr.splitlines()
+    assert f"vLLM {version}" in line and line.endswith("reinstall vLLM"), line
+    # Forcing a 0.27 backport onto a newer release is never the way out.
+    assert "--force" not in line
+    assert snapshot(site) == before

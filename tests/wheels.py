@@ -1,9 +1,9 @@
 """Real vLLM wheels from PyPI for the tests: downloaded once, cached, never committed.
 
-The cache lives in $DFLASH2_BACKPORT_CACHE, by default the repository's
-git-ignored `.cache/dflash2-backport` (wheels, their extracted trees, and the
-runtime venvs: about 5.5 GB in all). Point several checkouts at one directory
-to share it.
+The cache lives in $DFLASH2_BACKPORT_TEST_CACHE (formerly
+$DFLASH2_BACKPORT_CACHE, still honoured), by default the repository's
+git-ignored `.cache/dflash2-backport`: wheels, their extracted trees, and the
+runtime venvs. Point several checkouts at one directory to share it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ from pathlib import Path
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 CACHE = Path(
-    os.environ.get("DFLASH2_BACKPORT_CACHE", REPOSITORY / ".cache" / "dflash2-backport")
+    os.environ.get("DFLASH2_BACKPORT_TEST_CACHE")
+    or os.environ.get("DFLASH2_BACKPORT_CACHE")
+    or REPOSITORY / ".cache" / "dflash2-backport"
 ).expanduser()
 
 
