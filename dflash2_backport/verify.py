@@ -5,6 +5,13 @@ console script of that vLLM would, so what passes here is what a server
 started from that interpreter gets. The process sees no GPU, no network and a
 scratch vLLM cache: the answers must not depend on the machine, and verifying
 must not leave anything behind.
+
+vLLM settles its platform the first time anything asks, and `import vllm`
+itself asks; on a machine without a GPU it settles on a platform on which
+not even an empty VllmConfig builds. So the probe process gets vLLM's own way
+of choosing one: a platform plugin, an entry point in `vllm.platform_plugins`,
+written for this run into the scratch directory that is first on the probe's
+PYTHONPATH and gone with it. Nothing is installed anywhere.
 """
 
 from __future__ import annotations
@@ -23,6 +30,13 @@ from .style import paint
 
 PROBES = Path(__file__).resolve().with_name("probes.py")
 TIMEOUT = 300
+
+# The plugin's name, also its module's and distribution's. VLLM_PLUGINS names
+# it alone: a platform plugin the environment already has would otherwise
+# make two, which vLLM refuses, and general plugins would change the answers.
+PLATFORM_PLUGIN = "dflash2_backport_verify_cpu_platform"
+PLATFORM_GROUP = "vllm.platform_plugins"
+CPU_PLATFORM = "vllm.platforms.cpu.CpuPlatform"
 
 # `-c` rather than the file itself: running a file puts its directory first on
 # sys.path, and this package's module names (report, record, engine...) must
@@ -52,9 +66,30 @@ class Verification:
         return bool(self.checks) and all(check.ok for check in self.checks)
 
 
-def probe_environment(scratch: Path) -> dict[str, str]:
+def write_platform_plugin(directory: Path) -> Path:
+    """A distribution importlib.metadata finds once `directory` is on the
+    path: one module, and a dist-info naming its function as an entry point."""
+    directory.mkdir()
+    (directory / f"{PLATFORM_PLUGIN}.py").write_text(
+        f"def cpu_platform():\n    return {CPU_PLATFORM!r}\n"
+    )
+    info = directory / f"{PLATFORM_PLUGIN}-0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {PLATFORM_PLUGIN}\nVersion: 0\n"
+    )
+    (info / "entry_points.txt").write_text(
+        f"[{PLATFORM_GROUP}]\n{PLATFORM_PLUGIN} = {PLATFORM_PLUGIN}:cpu_platform\n"
+    )
+    return directory
+
+
+def probe_environment(scratch: Path, plugin: Path) -> dict[str, str]:
     environ = dict(os.environ)
+    path = [str(plugin)] + [p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     environ.update(
+        PYTHONPATH=os.pathsep.join(path),
+        VLLM_PLUGINS=PLATFORM_PLUGIN,
         # No GPU: vLLM then takes an importable Triton as usable (so the V2
         # model runner can be chosen) and the CPU platform is consistent.
         CUDA_VISIBLE_DEVICES="",
@@ -79,12 +114,13 @@ def run(python: str, timeout: float = TIMEOUT) -> Verification:
         scratch = Path(name)
         result_file = scratch / "result.json"
         log_file = scratch / "output.log"
+        plugin = write_platform_plugin(scratch / "platform-plugin")
         try:
             with open(log_file, "wb") as log:
                 done = subprocess.run(
                     [python, "-c", _BOOTSTRAP, str(PROBES), str(result_file)],
                     cwd=scratch,
-                    env=probe_environment(scratch),
+                    env=probe_environment(scratch, plugin),
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
@@ -103,6 +139,8 @@ def run(python: str, timeout: float = TIMEOUT) -> Verification:
                 "see that the interpreter imports vllm and torch"
             )
         document = json.loads(result_file.read_text())
+    if "error" in document:
+        raise BackportError(f"{python}: {document['error']}")
     return Verification(
         checks=[Check(c["name"], bool(c["ok"]), c["detail"]) for c in document["checks"]],
         vllm_version=document["vllm"]["version"],
