@@ -18,7 +18,7 @@ does for users. The snippet runner (harness.py) adds the CPU platform plugin
 to the interpreters it starts, and only to those.
 
 The same three exist for 0.27.1 on torch's CUDA build (`torch` as PyPI
-serves it, with its own triton and NVIDIA libraries, about 6 GB): the
+serves it, with its own triton and NVIDIA libraries, about 5 GB): the
 `docker build` case, a CUDA install on a machine that shows no GPU.
 
 Each venv is built under a unique directory name and published by atomically
