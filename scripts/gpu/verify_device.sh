@@ -3,8 +3,8 @@
 # unpack the bundle: `dflash2-backport verify --gpu` on the patched 0.27.1
 # (/tmp/vt), the pristine 0.27.1 (/tmp/vtp) and upstream 0.28.0 (/tmp/vt28);
 # `verify` on the CPU on the patched 0.27.1; and `verify --gpu --target
-# --draft` on checkpoints driver.py writes, as a user's own. The tool runs from this checkout (it needs only typer to
-# verify, which the machine has).
+# --draft` on checkpoints driver.py writes, as a user's own. The tool runs
+# from this checkout (to verify it needs only typer, which the machine has).
 #
 # Each run's output goes to $RESULTS/verify-<name>.txt (default
 # /tmp/gpu-results), followed by its exit status and wall time. The first
