@@ -115,14 +115,16 @@ def worker_introspect(_worker=None) -> dict:
     speculators, runners, draft_logits = {}, set(), None
     for obj in gc.get_objects():
         cls = type(obj)
-        module = getattr(cls, "__module__", "") or ""
-        if module.startswith("vllm.v1.worker.gpu.spec_decode") and cls.__name__.endswith(
-            "Speculator"
-        ):
-            speculators[cls.__name__] = speculators.get(cls.__name__, 0) + 1
-            if cls.__name__ == "DFlash2Speculator":
+        # Not every class's __module__ and __name__ are strings (a metaclass
+        # can define either as a descriptor), and the heap holds every class.
+        module, name = getattr(cls, "__module__", None), getattr(cls, "__name__", None)
+        if not isinstance(module, str) or not isinstance(name, str):
+            continue
+        if module.startswith("vllm.v1.worker.gpu.spec_decode") and name.endswith("Speculator"):
+            speculators[name] = speculators.get(name, 0) + 1
+            if name == "DFlash2Speculator":
                 draft_logits = getattr(obj, "draft_logits", None) is not None
-        elif cls.__name__ == "GPUModelRunner" and module.startswith("vllm."):
+        elif name == "GPUModelRunner" and module.startswith("vllm."):
             runners.add(module)
     return {"speculators": speculators, "model_runners": sorted(runners),
             "draft_logits": draft_logits}
@@ -363,9 +365,11 @@ def judge(base: dict, draft: dict, synthetic: bool, together: bool) -> list[dict
     engine = draft.get("engine", {})
     runners = draft.get("worker", {}).get("model_runners", [])
     if problem is None:
-        if not engine.get("use_v2_model_runner") or not any(
-            r.startswith(V2_RUNNER_PACKAGE) for r in runners
-        ):
+        if not engine.get("use_v2_model_runner"):
+            problem = "the engine with the draft is not configured for the V2 model runner"
+        elif _failure(draft, "introspect"):
+            problem = f"its model runner not seen: {_failure(draft, 'introspect')}"
+        elif not any(r.startswith(V2_RUNNER_PACKAGE) for r in runners):
             problem = f"the engine with the draft runs {runners or 'no'} model runner, not V2"
         elif engine.get("cudagraph_mode") in (None, "NONE"):
             problem = "the engine with the draft runs without CUDA graphs"

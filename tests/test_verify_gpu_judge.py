@@ -80,7 +80,19 @@ CASES = {
         altered(DRAFT, **{"engine.use_v2_model_runner": False,
                           "worker.model_runners": ["vllm.v1.worker.gpu_model_runner"]}),
         True,
+        {"engine": "not configured for the V2 model runner"},
+    ),
+    "the V1 model runner built although V2 is configured": (
+        BASE,
+        altered(DRAFT, **{"worker.model_runners": ["vllm.v1.worker.gpu_model_runner"]}),
+        True,
         {"engine": "runs ['vllm.v1.worker.gpu_model_runner'] model runner, not V2"},
+    ),
+    "the worker not seen": (
+        BASE,
+        altered(DRAFT, worker=None, errors={"introspect": "AttributeError: boom"}), True,
+        {"engine": "its model runner not seen: AttributeError: boom",
+         "speculator": "not seen: AttributeError: boom"},
     ),
     "no CUDA graphs": (
         BASE, altered(DRAFT, **{"engine.cudagraph_mode": "NONE"}), True,
@@ -201,3 +213,21 @@ def test_prompts_for_a_users_checkpoints_stay_in_the_vocabulary(tmp_path):
     assert min(tokens) >= 100 and max(tokens) < 500 and 300 not in tokens
     assert [len(p) for p in prompts][0] <= 16 and max(map(len, prompts)) <= 128
     assert prompts == gpu_probes.user_prompts(target, draft)
+
+
+class _OddMeta(type):
+    """A metaclass whose classes' __module__ is not a string (extension
+    types do such things); the engine's heap holds such objects."""
+
+    __module__ = property(lambda cls: object())
+
+
+class _Odd(metaclass=_OddMeta):
+    pass
+
+
+def test_the_worker_heap_is_read_whatever_classes_it_holds():
+    held = [_Odd(), _Odd]
+    seen = gpu_probes.worker_introspect()
+    assert seen == {"speculators": {}, "model_runners": [], "draft_logits": None}
+    assert held
