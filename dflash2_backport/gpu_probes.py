@@ -445,7 +445,8 @@ def judge(base: dict, draft: dict, synthetic: bool, together: bool) -> list[dict
         elif not compiled or (needed and set(compiled) != needed):
             problem = f"Triton kernels not compiled: {sorted(set(kernels) - set(compiled))}"
     described = "; ".join(
-        f"{name} {'compiled (' + str(n) + ' variants) and launched' if n else 'not launched'}"
+        f"{name} compiled ({n} variant{'' if n == 1 else 's'}) and launched" if n
+        else f"{name} not launched"
         for name, n in sorted((kernels or {}).items()))
     check("kernels", problem, f"{described} (dflash2/speculator.py)",
           seconds(draft, "kernels"))
