@@ -79,6 +79,14 @@ def _metadata(version: str) -> str:
     return f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n"
 
 
+def _targets() -> tuple[str, ...]:
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    from tests.trees import TARGETS
+
+    return TARGETS
+
+
 def _wheel_path(version: str) -> Path:
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))
@@ -151,24 +159,12 @@ def _apply(site: Path) -> None:
                          f"{check.stdout}{check.stderr}")
 
 
-# The files `apply` edits (it also adds the three DFlash2 modules).
-EDITED_FILES = [
-    "vllm/model_executor/models/qwen3_dflash.py",
-    "vllm/model_executor/models/registry.py",
-    "vllm/model_executor/layers/logits_processor.py",
-    "vllm/v1/worker/gpu/sample/gumbel.py",
-    "vllm/v1/worker/gpu/spec_decode/__init__.py",
-    "vllm/config/vllm.py",
-    "vllm/v1/worker/gpu/spec_decode/speculator.py",
-]
-
-
 def build_pristine_files(out: Path) -> Path:
     target = out / "main" / "vllm-0.27.1-pristine.zip"
     partial = target.with_suffix(".partial")
     with zipfile.ZipFile(_wheel_path("0.27.1")) as wheel, \
             zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as bundle:
-        for name in EDITED_FILES:
+        for name in _targets():
             bundle.writestr(name, wheel.read(name))
     partial.rename(target)
     return target

@@ -72,6 +72,8 @@ from dflash2_backport.checkpoints import (  # noqa: E402
     SHAPES,
     write_models,
 )
+from dflash2_backport.gpu_probes import counter_delta as _delta  # noqa: E402
+from dflash2_backport.gpu_probes import spec_counters as _spec_counters  # noqa: E402
 
 GREEDY_TOKENS = 64
 TEMPERATURES = (0.7, 1.3)
@@ -146,31 +148,6 @@ def config_of(name: str) -> dict:
 # --------------------------------------------------------------------------
 # One engine (runs in its own process)
 # --------------------------------------------------------------------------
-
-def _spec_counters(llm) -> dict:
-    found = {}
-    for metric in llm.get_metrics():
-        if not metric.name.startswith("vllm:spec_decode"):
-            continue
-        name = metric.name.removeprefix("vllm:spec_decode_")
-        if hasattr(metric, "values"):
-            found[name] = [float(v) for v in metric.values]
-        else:
-            found[name] = float(metric.value)
-    return found
-
-
-def _delta(after: dict, before: dict) -> dict:
-    out = {}
-    for key, value in after.items():
-        old = before.get(key)
-        if isinstance(value, list):
-            old = old or [0.0] * len(value)
-            out[key] = [a - b for a, b in zip(value, old)]
-        else:
-            out[key] = value - (old or 0.0)
-    return out
-
 
 def _worker_count_drafts(_worker=None) -> bool:
     """Count _generate_draft calls on both speculator classes, where they run.
