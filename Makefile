@@ -10,7 +10,7 @@ VLLM_VERSION := 0.27.1
 DFLASH2_BACKPORT_TEST_CACHE ?= $(or $(DFLASH2_BACKPORT_CACHE),$(CURDIR)/.cache/dflash2-backport)
 export DFLASH2_BACKPORT_TEST_CACHE
 
-.PHONY: test demo bench lint clean
+.PHONY: test demo bench bench-verify lint clean
 
 $(DEV_STAMP): pyproject.toml requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +52,10 @@ demo:
 ## make bench: check/apply wall time against a bare libcst parse of the seven files
 bench: $(DEV_STAMP)
 	$(BIN)/python scripts/bench.py
+
+## make bench-verify: wall time of `verify` on the runtime venvs (CPU and CUDA torch)
+bench-verify: $(DEV_STAMP)
+	$(BIN)/python scripts/bench_verify.py
 
 ## make lint: ruff on the tool, codemods, tests and scripts (CI runs it)
 lint: $(DEV_STAMP)

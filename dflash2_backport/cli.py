@@ -340,17 +340,77 @@ def _target_options(
 def verify(
     python: PythonToVerify = None,
     json_output: Json = False,
+    gpu: Annotated[
+        bool,
+        typer.Option(
+            "--gpu",
+            help="run vLLM's real engine on this machine's CUDA GPU instead: "
+            "with and without a DFlash2 draft, as `vllm serve` starts it",
+        ),
+    ] = False,
+    target: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--target",
+            metavar="PATH",
+            help="(--gpu) your target model's directory instead of a small "
+            "one written for the run; needs --draft",
+            show_default=False,
+        ),
+    ] = None,
+    draft: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--draft",
+            metavar="PATH",
+            help="(--gpu) your DFlash2 draft's directory; needs --target",
+            show_default=False,
+        ),
+    ] = None,
+    attention_backend: Annotated[
+        Optional[str],
+        typer.Option(
+            "--attention-backend",
+            metavar="NAME",
+            help="(--gpu) the attention backend of both engines, e.g. TRITON_ATTN "
+            "[default: vLLM's choice]",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """Prove at run time, on the CPU, that vLLM resolves, configures and
-    dispatches DFlash2: exit 0 when every check passes, 2 otherwise."""
+    """Prove at run time that vLLM resolves, configures and dispatches DFlash2:
+    on the CPU, or with --gpu in the real engine on this machine's GPU. Exit 0
+    when every check passes, 2 otherwise."""
+    from . import interrupts
+    from .errors import Interrupted
     from .target import locate
-    from .verify import render, run
 
+    # A signal ends the probes (and any engine they started) before the
+    # command stops, and the temporary directory with them.
+    interrupts.install()
     try:
-        target = locate(None, None, python)
-        interpreter = target.python or str(python or sys.executable)
-        raise typer.Exit(render(run(interpreter), interpreter, json_output))
-    except BackportError as error:
+        if not gpu and (target or draft or attention_backend):
+            raise BackportError("--target, --draft and --attention-backend need --gpu")
+        if (target is None) != (draft is None):
+            raise BackportError("--target and --draft go together: name both checkpoints")
+        if target is not None:
+            from .gpu_verify import checkpoint_dir
+
+            target, draft = checkpoint_dir(target, "--target"), checkpoint_dir(draft, "--draft")
+        located = locate(None, None, python)
+        interpreter = located.python or str(python or sys.executable)
+        if gpu:
+            from .gpu_verify import run_gpu
+
+            verification = run_gpu(interpreter, target, draft, attention_backend)
+        else:
+            from .verify import run
+
+            verification = run(interpreter)
+        from .verify import render
+
+        raise typer.Exit(render(verification, interpreter, json_output))
+    except (BackportError, Interrupted) as error:
         if json_output:
             import json
 

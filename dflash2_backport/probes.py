@@ -7,8 +7,9 @@ The runtime tests load the same functions into their venvs, so what `verify`
 checks is what the test suite proves on real vLLM.
 
 Everything runs on the CPU with config-only models: no weights, no network,
-no GPU. vLLM's CPU platform is chosen whatever the machine has, so the
-answers are the same on a build host and on a GPU server.
+no GPU. vLLM's CPU platform is chosen whatever the machine has (verify.py
+provides the platform plugin that chooses it), so the answers are the same
+on a build host and on a GPU server.
 
     python probes.py RESULT_JSON      # writes {"vllm": ..., "checks": [...]}
 """
@@ -198,19 +199,21 @@ def attempt(fn) -> dict:
         }
 
 
-def use_cpu_platform() -> None:
-    """Make vLLM pick its CPU platform, before anything asks which it is.
+def platform_problem() -> str | None:
+    """Why vLLM's platform is not its CPU platform, or None.
 
-    A CUDA build of vLLM with no GPU visible resolves to a platform on which
-    not even an empty VllmConfig builds; on a GPU host the CUDA platform
-    would make the answers depend on the card.
+    On any other the answers would depend on the machine: no platform at all
+    without a GPU (not even an empty VllmConfig builds), the card's with one.
     """
-    import vllm.platforms as platforms
+    from vllm.platforms import current_platform
 
-    if getattr(platforms, "_current_platform", None) is None:
-        platforms.resolve_current_platform_cls_qualname = (
-            lambda: "vllm.platforms.cpu.CpuPlatform"
-        )
+    if current_platform.is_cpu():
+        return None
+    name = f"{type(current_platform).__module__}.{type(current_platform).__qualname__}"
+    return (
+        f"vLLM chose {name}, not its CPU platform, despite the platform plugin "
+        "verify provides (see that nothing replaces vllm.platforms)"
+    )
 
 
 def inspect_in_process() -> None:
@@ -624,10 +627,14 @@ def verify(models: dict) -> list:
 
 def main(result_file: str) -> None:
     started = time.monotonic()
-    use_cpu_platform()
-    inspect_in_process()
     import vllm
 
+    problem = platform_problem()
+    if problem is not None:
+        with open(result_file, "w") as out:
+            json.dump({"error": problem}, out)
+        return
+    inspect_in_process()
     with tempfile.TemporaryDirectory(prefix="dflash2-verify-") as scratch:
         models = write_models(Path(scratch))
         checks = verify(models)

@@ -5,6 +5,13 @@ console script of that vLLM would, so what passes here is what a server
 started from that interpreter gets. The process sees no GPU, no network and a
 scratch vLLM cache: the answers must not depend on the machine, and verifying
 must not leave anything behind.
+
+vLLM settles its platform the first time anything asks, and `import vllm`
+itself asks; on a machine without a GPU it settles on a platform on which
+not even an empty VllmConfig builds. So the probe process gets vLLM's own way
+of choosing one: a platform plugin, an entry point in `vllm.platform_plugins`,
+written for this run into the scratch directory that is first on the probe's
+PYTHONPATH and gone with it. Nothing is installed anywhere.
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -23,6 +31,13 @@ from .style import paint
 
 PROBES = Path(__file__).resolve().with_name("probes.py")
 TIMEOUT = 300
+
+# The plugin's name, also its module's and distribution's. VLLM_PLUGINS names
+# it alone: a platform plugin the environment already has would otherwise
+# make two, which vLLM refuses, and general plugins would change the answers.
+PLATFORM_PLUGIN = "dflash2_backport_verify_cpu_platform"
+PLATFORM_GROUP = "vllm.platform_plugins"
+CPU_PLATFORM = "vllm.platforms.cpu.CpuPlatform"
 
 # `-c` rather than the file itself: running a file puts its directory first on
 # sys.path, and this package's module names (report, record, engine...) must
@@ -38,6 +53,8 @@ class Check:
     name: str
     ok: bool
     detail: str
+    # Wall time of what produced the check's evidence, where it was timed.
+    seconds: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,23 +63,50 @@ class Verification:
     vllm_version: str | None
     vllm_package: str | None
     seconds: float
+    # A line on what ran, under the header (the GPU and the checkpoints).
+    context: str = ""
+    # What to do when a check fails.
+    hint: str = "run `dflash2-backport apply` on this vLLM, then verify again"
 
     @property
     def passed(self) -> bool:
         return bool(self.checks) and all(check.ok for check in self.checks)
 
 
-def probe_environment(scratch: Path) -> dict[str, str]:
+def write_platform_plugin(directory: Path) -> Path:
+    """A distribution importlib.metadata finds once `directory` is on the
+    path: one module, and a dist-info naming its function as an entry point."""
+    directory.mkdir()
+    (directory / f"{PLATFORM_PLUGIN}.py").write_text(
+        f"def cpu_platform():\n    return {CPU_PLATFORM!r}\n"
+    )
+    info = directory / f"{PLATFORM_PLUGIN}-0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {PLATFORM_PLUGIN}\nVersion: 0\n"
+    )
+    (info / "entry_points.txt").write_text(
+        f"[{PLATFORM_GROUP}]\n{PLATFORM_PLUGIN} = {PLATFORM_PLUGIN}:cpu_platform\n"
+    )
+    return directory
+
+
+def scratch_environment(scratch: Path) -> dict[str, str]:
+    """The probe process's environment: the caller's, with every cache vLLM,
+    torch, Triton and CUDA keep (in the home directory or the system temp
+    dir by default) and the temp dir itself inside `scratch`, so that
+    verifying leaves nothing behind; no network."""
     environ = dict(os.environ)
+    (scratch / "tmp").mkdir()
     environ.update(
-        # No GPU: vLLM then takes an importable Triton as usable (so the V2
-        # model runner can be chosen) and the CPU platform is consistent.
-        CUDA_VISIBLE_DEVICES="",
-        # vLLM, torch and Triton each keep a cache, in the home directory or
-        # the system temp dir by default: verifying must leave nothing.
         VLLM_CACHE_ROOT=str(scratch / "vllm-cache"),
+        VLLM_CONFIG_ROOT=str(scratch / "vllm-config"),
         TORCHINDUCTOR_CACHE_DIR=str(scratch / "torchinductor"),
         TRITON_CACHE_DIR=str(scratch / "triton"),
+        TRITON_HOME=str(scratch / "triton-home"),
+        CUDA_CACHE_PATH=str(scratch / "cuda-cache"),
+        XDG_CACHE_HOME=str(scratch / "xdg-cache"),
+        TMPDIR=str(scratch / "tmp"),
         HF_HUB_OFFLINE="1",
         TRANSFORMERS_OFFLINE="1",
         VLLM_NO_USAGE_STATS="1",
@@ -73,38 +117,74 @@ def probe_environment(scratch: Path) -> dict[str, str]:
     return environ
 
 
+def probe_environment(scratch: Path, plugin: Path) -> dict[str, str]:
+    environ = scratch_environment(scratch)
+    path = [str(plugin)] + [p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    environ.update(
+        PYTHONPATH=os.pathsep.join(path),
+        VLLM_PLUGINS=PLATFORM_PLUGIN,
+        # No GPU: vLLM then takes an importable Triton as usable (so the V2
+        # model runner can be chosen) and the CPU platform is consistent.
+        CUDA_VISIBLE_DEVICES="",
+    )
+    return environ
+
+
+def run_probes(python: str, script: Path, args: list[str], scratch: Path,
+               environ: dict[str, str], timeout: float) -> dict:
+    """Run a probe file in `python`; the document it wrote to its result file.
+
+    The probe and everything it starts (engines) form a process group of
+    their own, ended as a whole on a timeout or an interrupt, so that no
+    engine outlives the command or holds the scratch directory.
+    """
+    result_file = scratch / "result.json"
+    log_file = scratch / "output.log"
+    try:
+        with open(log_file, "wb") as log:
+            process = subprocess.Popen(
+                [python, "-c", _BOOTSTRAP, str(script), *args, str(result_file)],
+                cwd=scratch, env=environ, stdin=subprocess.DEVNULL, stdout=log,
+                stderr=subprocess.STDOUT, start_new_session=True,
+            )
+    except OSError as error:
+        raise BackportError(f"{python}: cannot run it ({error.strerror})") from None
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise BackportError(
+            f"{python}: the probes did not finish within {timeout:.0f} s; "
+            "run again on a less busy machine"
+        ) from None
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    if process.returncode != 0 or not result_file.exists():
+        raise BackportError(
+            f"{python}: the probes crashed ({_last_error(log_file)}); "
+            "see that the interpreter imports vllm and torch"
+        )
+    document = json.loads(result_file.read_text())
+    if "error" in document:
+        raise BackportError(f"{python}: {document['error']}")
+    return document
+
+
+def checks_of(document: dict) -> list[Check]:
+    return [Check(c["name"], bool(c["ok"]), c["detail"], c.get("seconds"))
+            for c in document["checks"]]
+
+
 def run(python: str, timeout: float = TIMEOUT) -> Verification:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="dflash2-backport-verify-") as name:
         scratch = Path(name)
-        result_file = scratch / "result.json"
-        log_file = scratch / "output.log"
-        try:
-            with open(log_file, "wb") as log:
-                done = subprocess.run(
-                    [python, "-c", _BOOTSTRAP, str(PROBES), str(result_file)],
-                    cwd=scratch,
-                    env=probe_environment(scratch),
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    timeout=timeout,
-                )
-        except subprocess.TimeoutExpired:
-            raise BackportError(
-                f"{python}: the probes did not finish within {timeout:.0f} s; "
-                "run again on a less busy machine"
-            ) from None
-        except OSError as error:
-            raise BackportError(f"{python}: cannot run it ({error.strerror})") from None
-        if done.returncode != 0 or not result_file.exists():
-            raise BackportError(
-                f"{python}: the probes crashed ({_last_error(log_file)}); "
-                "see that the interpreter imports vllm and torch"
-            )
-        document = json.loads(result_file.read_text())
+        plugin = write_platform_plugin(scratch / "platform-plugin")
+        document = run_probes(python, PROBES, [], scratch,
+                              probe_environment(scratch, plugin), timeout)
     return Verification(
-        checks=[Check(c["name"], bool(c["ok"]), c["detail"]) for c in document["checks"]],
+        checks=checks_of(document),
         vllm_version=document["vllm"]["version"],
         vllm_package=document["vllm"]["package"],
         seconds=round(time.monotonic() - started, 1),
@@ -131,7 +211,12 @@ def render(verification: Verification, python: str, as_json: bool) -> int:
                 "vllm_package": verification.vllm_package,
                 "passed": verification.passed,
                 "seconds": verification.seconds,
-                "checks": [dataclasses.asdict(c) for c in verification.checks],
+                **({"context": verification.context} if verification.context else {}),
+                "checks": [
+                    {k: v for k, v in dataclasses.asdict(c).items()
+                     if v is not None or k != "seconds"}
+                    for c in verification.checks
+                ],
             },
             sys.stdout,
             indent=2,
@@ -139,16 +224,18 @@ def render(verification: Verification, python: str, as_json: bool) -> int:
         sys.stdout.write("\n")
         return code
     print(f"vLLM {verification.vllm_version} at {verification.vllm_package} ({python})")
+    if verification.context:
+        print(verification.context)
     width = max(len(c.name) for c in verification.checks)
     for check in verification.checks:
         state = paint("pass" if check.ok else "FAIL", sys.stdout, 4)
-        print(f"  {state}  {check.name:<{width}}  {check.detail}")
+        timed = f" ({check.seconds:.1f} s)" if check.seconds is not None else ""
+        print(f"  {state}  {check.name:<{width}}  {check.detail}{timed}")
     failed = [c.name for c in verification.checks if not c.ok]
     if failed:
         print(
             f"failed: {len(failed)} of {len(verification.checks)} checks "
-            f"({', '.join(failed)}) in {verification.seconds:.0f} s; "
-            "run `dflash2-backport apply` on this vLLM, then verify again"
+            f"({', '.join(failed)}) in {verification.seconds:.0f} s; {verification.hint}"
         )
     else:
         print(

@@ -7,11 +7,15 @@ here a stand-in `vllm` package breaks on import, quickly.
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.test_interpreter import bare_venv, tool
+from tests.test_interpreter import TOOL, bare_venv, tool
 
 BROKEN = "raise RuntimeError('this vllm is broken on purpose')\n"
 
@@ -39,3 +43,89 @@ def test_probes_that_crash_give_json_with_the_error(broken_vllm: Path) -> None:
     document = json.loads(result.stdout)
     assert document["passed"] is False
     assert "this vllm is broken on purpose" in document["error"]
+
+
+# -- verify --gpu's options, refused before anything runs ------------------------
+
+
+def model_dir(path: Path) -> Path:
+    path.mkdir(parents=True)
+    (path / "config.json").write_text("{}")
+    return path
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (["--target", "T", "--draft", "D"], "--target, --draft and --attention-backend need --gpu"),
+        (["--attention-backend", "TRITON_ATTN"], "need --gpu"),
+        (["--gpu", "--target", "T"], "--target and --draft go together"),
+        (["--gpu", "--draft", "D"], "--target and --draft go together"),
+        (["--gpu", "--target", "missing", "--draft", "D"],
+         "--target {tmp}/missing: not a model directory (no config.json)"),
+        (["--gpu", "--target", "T", "--draft", "missing"],
+         "--draft {tmp}/missing: not a model directory (no config.json)"),
+    ],
+)
+def test_verify_gpu_options_that_cannot_work_are_one_line(broken_vllm, tmp_path,
+                                                         arguments, message):
+    """Refused before the interpreter is even asked: the broken vLLM would
+    otherwise show up in the message."""
+    model_dir(tmp_path / "T")
+    model_dir(tmp_path / "D")
+    arguments = [str(tmp_path / a) if a in ("T", "D", "missing") else a for a in arguments]
+    result = tool("verify", "--python", broken_vllm, *arguments)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("dflash2-backport: error: ")
+    assert message.format(tmp=tmp_path) in line
+    assert "broken on purpose" not in line
+
+
+# -- a signal while the probes run ------------------------------------------------
+
+HANGS = "import time\ntime.sleep(120)\n"
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if text in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.parametrize("arguments", [[], ["--gpu"]], ids=["cpu", "gpu"])
+def test_a_signal_ends_the_probes_and_leaves_nothing(tmp_path, arguments):
+    """The probe process (for --gpu, the one that would start the engines)
+    hangs importing vLLM or torch; SIGTERM to the tool ends it, and the
+    temporary directory goes with it."""
+    python, site = bare_venv(tmp_path / "venv")
+    for package in ("vllm", "torch"):
+        (site / package).mkdir()
+        (site / package / "__init__.py").write_text(HANGS)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    environ = {k: v for k, v in os.environ.items()
+               if k not in ("PYTHONPATH", "PYTHONUSERBASE", "VIRTUAL_ENV")}
+    environ["TMPDIR"] = str(scratch)
+    process = subprocess.Popen([str(TOOL), "verify", "--python", str(python), *arguments],
+                               env=environ, stdin=subprocess.DEVNULL, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not _processes_mentioning(str(scratch)) or not list(scratch.glob("*/output.log")):
+        assert process.poll() is None and time.monotonic() < deadline, "no probe started"
+        time.sleep(0.1)
+    process.send_signal(signal.SIGTERM)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 2
+    assert out == ""
+    assert err == "dflash2-backport: error: interrupted by SIGTERM; nothing was written\n"
+    assert list(scratch.iterdir()) == []
+    assert _processes_mentioning(str(scratch)) == []

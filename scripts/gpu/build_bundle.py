@@ -20,6 +20,11 @@ own:
                              the 0.28.0 wheel's pure-Python tree as it ships,
                              plus its METADATA: the reference the backport is
                              run against
+    OUT/main/vllm-0.27.1-pristine.zip
+                             the seven files `apply` edits, as the 0.27.1
+                             wheel ships them: with the patched tree they make
+                             the pristine one (setup_device.sh), on which
+                             `verify --gpu` must fail
     OUT/main/wheels/*.whl    the CPython 3.12 manylinux wheels vLLM imports that a
                              bare torch image lacks (the OpenAI server's too)
 
@@ -72,6 +77,14 @@ VERSIONS = ("0.27.1", "0.28.0")
 
 def _metadata(version: str) -> str:
     return f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n"
+
+
+def _targets() -> tuple[str, ...]:
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    from tests.trees import TARGETS
+
+    return TARGETS
 
 
 def _wheel_path(version: str) -> Path:
@@ -146,6 +159,17 @@ def _apply(site: Path) -> None:
                          f"{check.stdout}{check.stderr}")
 
 
+def build_pristine_files(out: Path) -> Path:
+    target = out / "main" / "vllm-0.27.1-pristine.zip"
+    partial = target.with_suffix(".partial")
+    with zipfile.ZipFile(_wheel_path("0.27.1")) as wheel, \
+            zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as bundle:
+        for name in _targets():
+            bundle.writestr(name, wheel.read(name))
+    partial.rename(target)
+    return target
+
+
 def download_wheels(out: Path) -> Path:
     directory = out / "main" / "wheels"
     directory.mkdir(parents=True, exist_ok=True)
@@ -176,6 +200,7 @@ def main() -> int:
     print("so:", build_so(out))
     for version in VERSIONS:
         print("tree:", build_tree(out, version))
+    print("pristine files:", build_pristine_files(out))
     print("wheels:", download_wheels(out))
     for part in ("so", "main"):
         size = _size(out / part)

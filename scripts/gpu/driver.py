@@ -53,12 +53,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import re
 import signal
 import statistics
-import struct
 import subprocess
 import sys
 import time
@@ -66,37 +64,23 @@ from pathlib import Path
 
 import numpy as np
 
-SHAPES = {
-    "tiny": dict(
-        vocab=1024, hidden=256, intermediate=512, target_layers=2, heads=4,
-        kv_heads=2, head_dim=64, draft_layers=1, block_size=4, mask_token=1000,
-        top_k=4, rank=8, taps=3, group=16, beta=8.0, max_num_seqs=128,
-        kv_bytes=1 << 30,
-    ),
-    # Qwen3-1.7B's widths and vocabulary, two target layers. The successor's
-    # logit grows with log(vocab) so that it keeps the probability it has in
-    # the tiny vocabulary against 148x more competitors.
-    "prod": dict(
-        vocab=151936, hidden=2048, intermediate=6144, target_layers=2, heads=16,
-        kv_heads=8, head_dim=128, draft_layers=1, block_size=8, mask_token=151669,
-        top_k=16, rank=32, taps=3, group=16, beta=8.0 + math.log(151936 / 1024),
-        max_num_seqs=128, kv_bytes=2 << 30,
-    ),
-}
-CYCLE = [100, 101, 102, 103]
-GAMMA = 1.0    # spread of every other logit
-RESIDUAL = 0.3  # scale of each sublayer's output against the unit-RMS stream
-SELECTOR_GAIN = 20.0
+# The checkpoint writer lives in the package, where `verify --gpu` uses it too.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from dflash2_backport.checkpoints import (  # noqa: E402
+    BENCH_BATCH,
+    BENCH_PROMPT,
+    SHAPES,
+    write_models,
+)
+from dflash2_backport.gpu_probes import counter_delta as _delta  # noqa: E402
+from dflash2_backport.gpu_probes import spec_counters as _spec_counters  # noqa: E402
 
-GREEDY_PROMPTS = 24
 GREEDY_TOKENS = 64
 TEMPERATURES = (0.7, 1.3)
 SAMPLED_REQUESTS = 2000
 SAMPLED_TOKENS = 6
 P_THRESHOLD = 1e-3
 
-BENCH_BATCH = 128
-BENCH_PROMPT = 64
 BENCH_TOKENS = 256
 BENCH_REPEATS = 15
 BENCH_WARMUPS = 2
@@ -162,249 +146,8 @@ def config_of(name: str) -> dict:
 
 
 # --------------------------------------------------------------------------
-# Checkpoints
-# --------------------------------------------------------------------------
-
-def save_safetensors(path: Path, tensors: dict[str, np.ndarray]) -> None:
-    """Write float32 tensors in the safetensors format (no library needed)."""
-    header, offset = {}, 0
-    names = sorted(tensors)
-    for name in names:
-        size = tensors[name].size * 4
-        header[name] = {"dtype": "F32", "shape": list(tensors[name].shape),
-                        "data_offsets": [offset, offset + size]}
-        offset += size
-    header["__metadata__"] = {"format": "pt"}
-    raw = json.dumps(header, separators=(",", ":")).encode()
-    raw += b" " * (-len(raw) % 8)
-    with open(path, "wb") as handle:
-        handle.write(struct.pack("<Q", len(raw)))
-        handle.write(raw)
-        for name in names:
-            handle.write(np.ascontiguousarray(tensors[name], dtype="<f4").data)
-
-
-def read_safetensors_header(path: Path) -> dict:
-    with open(path, "rb") as handle:
-        (length,) = struct.unpack("<Q", handle.read(8))
-        return json.loads(handle.read(length))
-
-
-def _config_common(s: dict) -> dict:
-    return {
-        "model_type": "qwen3",
-        "vocab_size": s["vocab"],
-        "hidden_size": s["hidden"],
-        "intermediate_size": s["intermediate"],
-        "num_attention_heads": s["heads"],
-        "num_key_value_heads": s["kv_heads"],
-        "head_dim": s["head_dim"],
-        "hidden_act": "silu",
-        "max_position_embeddings": 2048,
-        "rms_norm_eps": 1e-6,
-        "rope_theta": 1000000.0,
-        "attention_bias": False,
-        "tie_word_embeddings": False,
-        "torch_dtype": "float32",
-        "bos_token_id": 1,
-        "eos_token_id": 2,
-    }
-
-
-def target_config(s: dict) -> dict:
-    return {**_config_common(s), "architectures": ["Qwen3ForCausalLM"],
-            "num_hidden_layers": s["target_layers"]}
-
-
-def draft_config(kind: str, s: dict) -> dict:
-    dflash = {"mask_token_id": s["mask_token"], "target_layer_ids": [0, 1]}
-    config = {**_config_common(s), "num_hidden_layers": s["draft_layers"],
-              "block_size": s["block_size"]}
-    if kind == "dflash2":
-        dflash.update(selector_top_k=s["top_k"], selector_rank=s["rank"],
-                      conv_kernel_size=s["taps"], conv_group_size=s["group"])
-        config.update(architectures=["DFlash2DraftModel"], is_causal=False)
-    else:
-        config.update(architectures=["DFlashDraftModel"])
-    config["dflash_config"] = dflash
-    return config
-
-
-class _Weights:
-    """Seeded weights; `fast` draws float32 directly (prod-size matrices)."""
-
-    def __init__(self, seed: int, fast: bool = False) -> None:
-        self.rng = np.random.default_rng(seed)
-        self.fast = fast
-
-    def normal(self, shape, std) -> np.ndarray:
-        if self.fast:
-            out = self.rng.standard_normal(shape, dtype=np.float32)
-            out *= np.float32(std)
-            return out
-        return (self.rng.standard_normal(shape) * std).astype(np.float32)
-
-    def ones(self, n: int) -> np.ndarray:
-        return (1.0 + self.rng.standard_normal(n) * 0.02).astype(np.float32)
-
-
-def _decoder_layer(w: _Weights, prefix: str, s: dict) -> dict[str, np.ndarray]:
-    """One Qwen3 decoder layer, HF names; sublayer outputs at RESIDUAL scale."""
-    hidden, inter = s["hidden"], s["intermediate"]
-    q, kv = s["heads"] * s["head_dim"], s["kv_heads"] * s["head_dim"]
-    return {
-        f"{prefix}self_attn.q_proj.weight": w.normal((q, hidden), hidden ** -0.5),
-        f"{prefix}self_attn.k_proj.weight": w.normal((kv, hidden), hidden ** -0.5),
-        f"{prefix}self_attn.v_proj.weight": w.normal((kv, hidden), hidden ** -0.5),
-        f"{prefix}self_attn.o_proj.weight": w.normal((hidden, q), RESIDUAL * q ** -0.5),
-        f"{prefix}self_attn.q_norm.weight": w.ones(s["head_dim"]),
-        f"{prefix}self_attn.k_norm.weight": w.ones(s["head_dim"]),
-        f"{prefix}mlp.gate_proj.weight": w.normal((inter, hidden), hidden ** -0.5),
-        f"{prefix}mlp.up_proj.weight": w.normal((inter, hidden), hidden ** -0.5),
-        f"{prefix}mlp.down_proj.weight": w.normal(
-            (hidden, inter), RESIDUAL * inter ** -0.5),
-        f"{prefix}input_layernorm.weight": w.ones(hidden),
-        f"{prefix}post_attention_layernorm.weight": w.ones(hidden),
-    }
-
-
-def target_weights(seed: int, s: dict, fast: bool = False):
-    w = _Weights(seed, fast)
-    vocab, hidden = s["vocab"], s["hidden"]
-    embed = w.normal((vocab, hidden), 1.0)
-    unit = embed[CYCLE] / np.linalg.norm(embed[CYCLE], axis=1, keepdims=True)
-    # The mask token's embedding points at the four cycle tokens at once.
-    mask_dir = unit.sum(0)
-    mask_dir /= np.linalg.norm(mask_dir)
-    mask_dir = mask_dir.astype(np.float32)
-    embed[s["mask_token"]] = mask_dir * np.sqrt(hidden)
-    lm_head = w.normal((vocab, hidden), GAMMA * hidden ** -0.5)
-    # Other tokens score ~0 at the draft's mask slots ...
-    lm_head -= np.outer(lm_head @ mask_dir, mask_dir).astype(np.float32)
-    # ... and each cycle token's successor scores ~beta after it.
-    for i in range(len(CYCLE)):
-        lm_head[CYCLE[(i + 1) % len(CYCLE)]] = s["beta"] * hidden ** -0.5 * unit[i]
-    tensors = {"model.embed_tokens.weight": embed, "lm_head.weight": lm_head,
-               "model.norm.weight": w.ones(hidden)}
-    for layer in range(s["target_layers"]):
-        tensors.update(_decoder_layer(w, f"model.layers.{layer}.", s))
-    return tensors, mask_dir
-
-
-def draft_weights(kind: str, mask_dir: np.ndarray, seed: int, s: dict,
-                  fast: bool = False) -> dict[str, np.ndarray]:
-    """Upstream layout: no `model.` prefix, no embed_tokens or lm_head (shared)."""
-    w = _Weights(seed, fast)
-    hidden, vocab, rank, taps = s["hidden"], s["vocab"], s["rank"], s["taps"]
-    tensors = {
-        "fc.weight": w.normal((hidden, 2 * hidden), (2 * hidden) ** -0.5),
-        "hidden_norm.weight": w.ones(hidden),
-        "norm.weight": w.ones(hidden),
-    }
-    for layer in range(s["draft_layers"]):
-        prefix = f"layers.{layer}."
-        tensors.update(_decoder_layer(w, prefix, s))
-        if kind != "dflash2":
-            continue
-        groups = hidden // s["group"]
-        for conv in ("attention_conv", "mlp_conv"):
-            base = w.normal((2, taps, hidden), 0.05)
-            base[:, 0] += 1.0  # tap 0 (the slot itself) near identity
-            tensors[f"{prefix}{conv}.base_kernel"] = base
-            tensors[f"{prefix}{conv}.kernel_projection.weight"] = w.normal(
-                (2 * taps * groups, hidden), 0.05 * hidden ** -0.5)
-    if kind == "dflash2":
-        predecessor = w.normal((vocab, rank), 0.1)
-        successor = w.normal((vocab, rank), 0.1)
-        for i, token in enumerate(CYCLE):
-            predecessor[token] = 0.0
-            predecessor[token, i] = SELECTOR_GAIN
-            successor[CYCLE[(i + 1) % len(CYCLE)]] = 0.0
-            successor[CYCLE[(i + 1) % len(CYCLE)], i] = 1.0
-        # The projected hidden state is ~1 in every rank at a mask slot.
-        projection = np.tile(mask_dir / np.sqrt(hidden), (rank, 1)).astype(np.float32)
-        projection += w.normal(projection.shape, 0.01 * hidden ** -0.5)
-        tensors.update({
-            "candidate_selector.predecessor_codebook": predecessor,
-            "candidate_selector.successor_codebook": successor,
-            "candidate_selector.hidden_projection.weight": projection,
-        })
-    return tensors
-
-
-def prompts(seed: int, s: dict) -> dict[str, list]:
-    rng = np.random.default_rng(seed)
-    excluded = set(CYCLE) | {s["mask_token"]}
-    pool = np.array([t for t in range(3, min(s["vocab"], 32768)) if t not in excluded])
-    lengths = np.linspace(3, 120, GREEDY_PROMPTS).astype(int)
-    greedy = []
-    for i, length in enumerate(lengths):
-        tokens = rng.choice(pool, size=int(length)).tolist()
-        if i % 2 == 0:  # half end on a cycle token: drafts there are accepted
-            tokens[-1] = CYCLE[i // 2 % len(CYCLE)]
-        greedy.append(tokens)
-    sampled = rng.choice(pool, size=12).tolist()
-    sampled[-1] = CYCLE[0]
-    bench = []
-    for i in range(BENCH_BATCH):
-        tokens = rng.choice(pool, size=BENCH_PROMPT).tolist()
-        if i % 2 == 0:
-            tokens[-1] = CYCLE[i // 2 % len(CYCLE)]
-        bench.append(tokens)
-    return {"greedy": greedy, "sampled": sampled, "bench": bench}
-
-
-def write_models(out: Path, shape: str = "tiny", seed: int = 0) -> dict[str, str]:
-    """The checkpoints of one shape under out/shape (the tiny one also has DFlash1)."""
-    s = SHAPES[shape]
-    fast = shape != "tiny"
-    root = out / shape
-    paths = {}
-    target, mask_dir = target_weights(seed, s, fast)
-    models = {"target": (target_config(s), target)}
-    kinds = (("dflash2", 1), ("dflash1", 2)) if shape == "tiny" else (("dflash2", 1),)
-    for kind, offset in kinds:
-        models[kind] = (draft_config(kind, s), draft_weights(kind, mask_dir, seed + offset,
-                                                              s, fast))
-    for name, (config, tensors) in models.items():
-        directory = root / name
-        directory.mkdir(parents=True, exist_ok=True)
-        (directory / "config.json").write_text(json.dumps(config, indent=1))
-        save_safetensors(directory / "model.safetensors", tensors)
-        paths[name] = str(directory)
-    (root / "prompts.json").write_text(json.dumps(prompts(seed, s)))
-    paths["prompts"] = str(root / "prompts.json")
-    return paths
-
-
-# --------------------------------------------------------------------------
 # One engine (runs in its own process)
 # --------------------------------------------------------------------------
-
-def _spec_counters(llm) -> dict:
-    found = {}
-    for metric in llm.get_metrics():
-        if not metric.name.startswith("vllm:spec_decode"):
-            continue
-        name = metric.name.removeprefix("vllm:spec_decode_")
-        if hasattr(metric, "values"):
-            found[name] = [float(v) for v in metric.values]
-        else:
-            found[name] = float(metric.value)
-    return found
-
-
-def _delta(after: dict, before: dict) -> dict:
-    out = {}
-    for key, value in after.items():
-        old = before.get(key)
-        if isinstance(value, list):
-            old = old or [0.0] * len(value)
-            out[key] = [a - b for a, b in zip(value, old)]
-        else:
-            out[key] = value - (old or 0.0)
-    return out
-
 
 def _worker_count_drafts(_worker=None) -> bool:
     """Count _generate_draft calls on both speculator classes, where they run.

@@ -2,7 +2,9 @@
 # Unpack the bundle that build_bundle.py made, on the CUDA machine:
 #   /tmp/vt    the patched 0.27.1 vllm/ tree, its METADATA and its .so
 #   /tmp/vt28  upstream 0.28.0's tree, METADATA and .so
-#   /tmp/site  the wheels, shared by both
+#   /tmp/vtp   the 0.27.1 tree as it ships (the patched one, its seven edited
+#              files taken back from the wheel, the three new files removed)
+#   /tmp/site  the wheels, shared by all
 # Each part is unpacked only when it was carried along and is not there yet,
 # so the .so pair and the rest can be copied over one after the other.
 #
@@ -40,6 +42,16 @@ if [ -f "$bundle/main/vllm-tree-0.28.0.zip" ] && [ ! -f /tmp/vt28/.tree-complete
     python3 -m zipfile -e "$bundle/main/vllm-tree-0.28.0.zip" /tmp/vt28
     touch /tmp/vt28/.tree-complete
     echo "unpacked upstream 0.28.0's vllm tree into /tmp/vt28"
+fi
+if [ -f "$bundle/main/vllm-0.27.1-pristine.zip" ] && [ -f /tmp/vt/.tree-complete ] \
+        && [ -f /tmp/vt/vllm/_C_stable_libtorch.abi3.so ] && [ ! -f /tmp/vtp/.tree-complete ]; then
+    rm -rf /tmp/vtp
+    cp -a /tmp/vt /tmp/vtp
+    rm -f /tmp/vtp/.tree-complete /tmp/vtp/vllm/model_executor/models/qwen3_dflash2.py
+    rm -rf /tmp/vtp/vllm/v1/worker/gpu/spec_decode/dflash2
+    python3 -m zipfile -e "$bundle/main/vllm-0.27.1-pristine.zip" /tmp/vtp
+    touch /tmp/vtp/.tree-complete
+    echo "made the pristine 0.27.1 tree in /tmp/vtp"
 fi
 if [ -d "$bundle/main/wheels" ] && [ ! -f /tmp/site/.complete ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \

@@ -12,12 +12,14 @@ fresh interpreter of that venv and returns what the code passed to
 side by side. The interpreter sees venv_side/ on its path (runtime_guest:
 emit, attempt, use_triton_interpreter, stub_silu_and_mul, distributed), has
 CUDA_VISIBLE_DEVICES="" and TRITON_INTERPRET=1, the CPU platform plugin
-active, and VLLM_CACHE_ROOT in the pytest run's temp dir.
+active (on its path too: the venvs do not hold it), and VLLM_CACHE_ROOT in the
+pytest run's temp dir.
 
 `tiny_models`: config-only model directories (tiny_configs.py).
 
-`versioned_venvs(version)`: {"pristine": venv, "patched": venv} for any vLLM
-release in env.VLLM_VERSIONS (0.27.1 and 0.27.0).
+`versioned_venvs(version, torch="cpu")`: {"pristine": venv, "patched": venv}
+for any vLLM release in env.VLLM_VERSIONS (0.27.1 and 0.27.0), on torch's CPU
+build; with torch="cuda", on its CUDA build (env.CUDA_VLLM_VERSIONS).
 
 Every test under this directory is marked `runtime`.
 """
@@ -58,15 +60,15 @@ def patched_venv(base_venv) -> Path:
 
 @pytest.fixture(scope="session")
 def versioned_venvs(base_venv):
-    built: dict[str, dict[str, Path]] = {}
+    built: dict[tuple[str, str], dict[str, Path]] = {}
 
-    def venvs_of(version: str) -> dict[str, Path]:
-        if version not in built:
-            built[version] = {
-                "pristine": runtime_env.pristine_env(version),
-                "patched": runtime_env.patched_env(version),
+    def venvs_of(version: str, torch: str = "cpu") -> dict[str, Path]:
+        if (version, torch) not in built:
+            built[version, torch] = {
+                "pristine": runtime_env.pristine_env(version, torch),
+                "patched": runtime_env.patched_env(version, torch),
             }
-        return built[version]
+        return built[version, torch]
 
     return venvs_of
 

@@ -3,14 +3,23 @@
 Per vLLM version (0.27.1, and 0.27.0, which the tool supports too), three
 venvs live under CACHE/runtime:
 
-* base: torch, triton and the pinned imports vLLM needs (constraints.txt),
-  plus a CPU platform plugin. About 2.5 GB, so it is built once per
-  constraints hash and shared.
+* base: torch, triton and the pinned imports vLLM needs (constraints.txt).
+  About 2.5 GB, so it is built once per constraints hash and shared.
 * pristine: sees base through a .pth file and holds vLLM 0.27.1 as the wheel
   installs it.
 * patched: the same, plus this project installed from the checkout and its
   console script run against the venv, as a user would. Rebuilt whenever the
   project's sources change.
+
+None of them holds anything of the test harness: no platform plugin, nothing
+on a path the harness adds. They are what a user gets from pip, so a command
+run in them plainly (the console script, no extra environment) behaves as it
+does for users. The snippet runner (harness.py) adds the CPU platform plugin
+to the interpreters it starts, and only to those.
+
+The same three exist for 0.27.1 on torch's CUDA build (`torch` as PyPI
+serves it, with its own triton and NVIDIA libraries, about 5 GB): the
+`docker build` case, a CUDA install on a machine that shows no GPU.
 
 Each venv is built under a unique directory name and published by atomically
 pointing a symlink at it, so a build that dies half way is never mistaken for
@@ -46,8 +55,16 @@ VLLM_VERSIONS = ("0.27.1", "0.27.0")
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 CONSTRAINTS = HERE / "constraints.txt"
-PLUGIN_SOURCE = HERE / "venv_side" / "vllm_cpu_platform.py"
 ROOT = CACHE / "runtime"
+# Which torch build a base venv has. "cpu" takes the constraints as they are
+# (torch's CPU build); "cuda" asks for the release exactly as PyPI names it,
+# `===` so that no `+cpu` build satisfies it, and lets that torch bring its
+# own triton and CUDA libraries, as `pip install torch` does for users.
+TORCH_BUILDS = ("cpu", "cuda")
+CUDA_TORCH = "torch===2.13.0"
+# The releases whose CUDA-build venvs the tests use: one is enough to show
+# the build of torch does not change what `verify` answers.
+CUDA_VLLM_VERSIONS = ("0.27.1",)
 
 # What decides whether the installed project is current. Anything else in the
 # checkout (tests, docs) does not change what `apply` does to vLLM.
@@ -78,7 +95,7 @@ def _digest(paths: list[Path], root: Path) -> str:
 
 
 def base_key() -> str:
-    return _digest([CONSTRAINTS, PLUGIN_SOURCE], HERE)
+    return _digest([CONSTRAINTS], HERE)
 
 
 def project_key(root: Path | None = None) -> str:
@@ -216,41 +233,31 @@ def _make_venv(target: Path, log: Path) -> None:
     _run([python, "-m", "venv", target], log)
 
 
-def _requirements() -> tuple[list[str], list[str]]:
+def _requirements(torch: str = "cpu") -> tuple[list[str], list[str]]:
     normal, no_deps = [], []
     for raw in CONSTRAINTS.read_text().splitlines():
         line, _, comment = raw.partition("#")
         line = line.strip()
         if not line:
             continue
+        if torch == "cuda" and line.split("==")[0] in ("torch", "triton"):
+            continue
         (no_deps if "no-deps" in comment else normal).append(line)
+    if torch == "cuda":
+        normal.insert(0, CUDA_TORCH)
     return normal, no_deps
 
 
-def _install_plugin(sp: Path) -> None:
-    """Install the platform plugin as a distribution, without a build step."""
-    shutil.copyfile(PLUGIN_SOURCE, sp / PLUGIN_SOURCE.name)
-    info = sp / "vllm_cpu_platform-0.0.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: vllm-cpu-platform\nVersion: 0.0.0\n"
-    )
-    (info / "entry_points.txt").write_text(
-        "[vllm.platform_plugins]\ncpu_tests = vllm_cpu_platform:cpu_platform\n"
-    )
-    (info / "INSTALLER").write_text("dflash2-backport tests\n")
-    (info / "RECORD").write_text(
-        f"{PLUGIN_SOURCE.name},,\n"
-        + "".join(f"{info.name}/{n},,\n" for n in ("METADATA", "entry_points.txt",
-                                                   "INSTALLER", "RECORD"))
-    )
+def _base_name(torch: str) -> str:
+    # "cudabase", not "base-cuda": pruning groups builds by the name's first part.
+    return f"base-{base_key()}" if torch == "cpu" else f"{torch}base-{base_key()}"
 
 
-def base_env() -> Path:
+def base_env(torch: str = "cpu") -> Path:
     def build(target: Path, log: Path) -> None:
         _make_venv(target, log)
         pip = [venv_python(target), "-m", "pip", "install", "--no-compile", "--quiet"]
-        normal, no_deps = _requirements()
+        normal, no_deps = _requirements(torch)
         with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as req:
             req.write("\n".join(normal) + "\n")
         try:
@@ -259,9 +266,8 @@ def base_env() -> Path:
             os.unlink(req.name)
         if no_deps:
             _run(pip + ["--no-deps", *no_deps], log)
-        _install_plugin(site_packages(target))
 
-    return _publish(f"base-{base_key()}", build)
+    return _publish(_base_name(torch), build)
 
 
 def _child(kind: str, key: str, base: Path, extra_steps, version: str) -> Path:
@@ -281,13 +287,14 @@ def _child(kind: str, key: str, base: Path, extra_steps, version: str) -> Path:
     return _publish(f"{kind}-{key}", build, kind=kind)
 
 
-def _kind(name: str, version: str) -> str:
-    return f"{name}-{version}"
+def _kind(name: str, version: str, torch: str = "cpu") -> str:
+    return f"{name}-{version}" if torch == "cpu" else f"{name}-{torch}-{version}"
 
 
-def pristine_env(version: str = VLLM_VERSION) -> Path:
-    base = base_env()
-    return _child(_kind("pristine", version), base_key(), base, lambda *_: None, version)
+def pristine_env(version: str = VLLM_VERSION, torch: str = "cpu") -> Path:
+    base = base_env(torch)
+    return _child(_kind("pristine", version, torch), base_key(), base,
+                  lambda *_: None, version)
 
 
 def _snapshot(directory: Path) -> Path:
@@ -306,8 +313,8 @@ def _snapshot(directory: Path) -> Path:
     return source
 
 
-def patched_env(version: str = VLLM_VERSION) -> Path:
-    base = base_env()
+def patched_env(version: str = VLLM_VERSION, torch: str = "cpu") -> Path:
+    base = base_env(torch)
     with tempfile.TemporaryDirectory() as tmp:
         source = _snapshot(Path(tmp))
 
@@ -320,8 +327,8 @@ def patched_env(version: str = VLLM_VERSION) -> Path:
                      env_extra={"DFLASH2_BACKPORT_CACHE_DIR": verdicts})
 
         return _child(
-            _kind("patched", version), f"{base_key()}-{project_key(source)}", base,
-            install_and_apply, version,
+            _kind("patched", version, torch), f"{base_key()}-{project_key(source)}",
+            base, install_and_apply, version,
         )
 
 
@@ -330,6 +337,10 @@ def main() -> None:
     builds = [("base", base_env)] + [
         (f"{build.__name__} {version}", lambda b=build, v=version: b(v))
         for version in VLLM_VERSIONS
+        for build in (pristine_env, patched_env)
+    ] + [("cuda base", lambda: base_env("cuda"))] + [
+        (f"{build.__name__} {version} cuda", lambda b=build, v=version: b(v, "cuda"))
+        for version in CUDA_VLLM_VERSIONS
         for build in (pristine_env, patched_env)
     ]
     for name, build in builds:

@@ -64,21 +64,43 @@ class Snippet:
         return self.log_file.read_text(errors="replace")[-6000:]
 
 
-def snippet_env(cache_root: Path, *, cpu_platform: bool = True,
-                triton_interpret: bool = True, extra: dict | None = None) -> dict:
+def write_cpu_platform_plugin(directory: Path) -> Path:
+    """venv_side/vllm_cpu_platform.py as a distribution with a
+    `vllm.platform_plugins` entry point, in `directory`: importlib.metadata
+    finds it once the directory is on PYTHONPATH. Only the interpreters the
+    runner starts get it; the venvs themselves never hold it, so that a
+    command run there plainly sees what users see."""
+    info = directory / "vllm_cpu_platform-0.0.0.dist-info"
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: vllm-cpu-platform\nVersion: 0.0.0\n"
+    )
+    (info / "entry_points.txt").write_text(
+        "[vllm.platform_plugins]\ncpu_tests = vllm_cpu_platform:cpu_platform\n"
+    )
+    return directory
+
+
+def snippet_env(cache_root: Path, *, plugin_dir: Path | None = None,
+                cpu_platform: bool = True, triton_interpret: bool = True,
+                extra: dict | None = None) -> dict:
     """The environment of a snippet interpreter.
 
     CUDA_VISIBLE_DEVICES="" is what lets vLLM treat an importable triton as
     usable with no GPU driver; TRITON_INTERPRET=1 then runs `@triton.jit`
     kernels in triton's interpreter. VLLM_CACHE_ROOT keeps vLLM's model-info
-    cache out of the home directory.
+    cache out of the home directory. With `cpu_platform`, the plugin in
+    `plugin_dir` (write_cpu_platform_plugin) makes vLLM choose its CPU
+    platform whatever imports it first.
     """
     environ = {
         k: v for k, v in os.environ.items()
         if not k.startswith(("VLLM_", "TRITON_", "PYTHON", "VIRTUAL_ENV"))
     }
     environ.update(
-        PYTHONPATH=str(VENV_SIDE),
+        PYTHONPATH=os.pathsep.join(
+            [str(VENV_SIDE)] + ([str(plugin_dir)] if cpu_platform and plugin_dir else [])
+        ),
         PYTHONUNBUFFERED="1",
         CUDA_VISIBLE_DEVICES="",
         VLLM_CACHE_ROOT=str(cache_root),
@@ -110,6 +132,7 @@ class SnippetRunner:
         self.workdir = workdir
         self.cache_root = workdir / "vllm-cache"
         self.cache_root.mkdir(parents=True, exist_ok=True)
+        self.plugin_dir = write_cpu_platform_plugin(workdir / "cpu-platform-plugin")
         self._started: list[Snippet] = []
 
     def start(self, python: Path, code: str, *, timeout: float = DEFAULT_TIMEOUT,
@@ -119,7 +142,7 @@ class SnippetRunner:
         script.write_text(textwrap.dedent(code))
         result_file = scratch / "result.json"
         log_file = scratch / "output.log"
-        environ = snippet_env(self.cache_root, **env_options)
+        environ = snippet_env(self.cache_root, plugin_dir=self.plugin_dir, **env_options)
         environ["RUNTIME_RESULT"] = str(result_file)
         with open(log_file, "w") as log:
             process = subprocess.Popen(

@@ -1,9 +1,18 @@
-"""`dflash2-backport verify` on real vLLM 0.27.1 and 0.27.0: it fails on the
-release as it ships, naming what is missing, and passes once `apply` ran.
+"""`dflash2-backport verify` where users run it: it fails on vLLM as it ships,
+naming what is missing, and passes once `apply` ran.
+
+The venvs are built as users build theirs (env.py): pip installs torch, vLLM
+and the tool, and the tool's own console script applies the backport. None
+holds a platform plugin or anything else of the test harness, and verify runs
+in them with the environment a user's shell has. vLLM then resolves no usable
+platform at all on these machines (no GPU), which is what `verify` has to
+cope with: on torch's CPU build (0.27.1 and 0.27.0) and on its CUDA build
+with no GPU visible (0.27.1), the `docker build` case.
 
 The command runs as users run it: the console script of this checkout's venv
-(the tool) pointed with --python at a venv that has vLLM (not the tool's), and
-the patched venv's own console script with no option at all.
+(the tool) pointed with --python at a venv that has vLLM (not the tool's),
+and the patched venv's own console script with no option at all. Wall times
+are printed, not judged (`make bench-verify` measures them).
 """
 
 from __future__ import annotations
@@ -31,21 +40,34 @@ MISSING = {
     "top-k": ["get_top_k_tokens"],
     "kernels": ["gumbel_noised_argmax", "qwen3_dflash2", "spec_decode.dflash2"],
 }
-# Well under a minute, as promised; generous for a busy two-core machine.
-WALL_LIMIT = 60.0
 
 TOOL = Path(sys.executable).with_name("dflash2-backport")
 
+# (torch build, vLLM release): every release on torch's CPU build, and the
+# CUDA build of torch on a machine that shows no GPU.
+CASES = [("cpu", version) for version in runtime_env.VLLM_VERSIONS] + [
+    ("cuda", version) for version in runtime_env.CUDA_VLLM_VERSIONS
+]
 
-def run_verify(command: list, tmp_path: Path) -> tuple[subprocess.CompletedProcess, float]:
+
+def user_environment(tmp_path: Path, **extra: str) -> dict:
+    """A user's shell: nothing of pytest's interpreter, of vLLM's settings or
+    of a GPU selection; TMPDIR private, so that what is left there shows."""
     environ = {
         k: v for k, v in os.environ.items()
-        if not k.startswith(("VLLM_", "PYTHON", "VIRTUAL_ENV"))
+        if not k.startswith(("VLLM_", "PYTHON", "VIRTUAL_ENV", "CUDA_", "TRITON_",
+                             "TORCHINDUCTOR_"))
     }
     environ["TMPDIR"] = str(tmp_path)
+    environ.update(extra)
+    return environ
+
+
+def run_verify(command: list, tmp_path: Path, **extra: str):
     started = time.monotonic()
     done = subprocess.run([str(c) for c in command], capture_output=True, text=True,
-                          env=environ, stdin=subprocess.DEVNULL, timeout=300)
+                          env=user_environment(tmp_path, **extra),
+                          stdin=subprocess.DEVNULL, timeout=600)
     return done, time.monotonic() - started
 
 
@@ -59,15 +81,57 @@ def check_lines(stdout: str) -> dict[str, tuple[str, str]]:
     return found
 
 
-@pytest.fixture(params=runtime_env.VLLM_VERSIONS, scope="module")
-def version(request) -> str:
+@pytest.fixture(params=CASES, ids=[f"{t}-torch-{v}" for t, v in CASES], scope="module")
+def case(request) -> tuple[str, str]:
     return request.param
 
 
-def test_verify_names_every_missing_piece_on_vllm_as_it_ships(versioned_venvs, version, tmp_path):
-    pristine = runtime_env.venv_python(versioned_venvs(version)["pristine"])
+@pytest.fixture(scope="module")
+def pair(versioned_venvs, case) -> dict[str, Path]:
+    torch, version = case
+    return versioned_venvs(version, torch)
+
+
+SEEN_BY_A_PLAIN_INTERPRETER = """
+import json, torch
+from importlib.metadata import entry_points
+import vllm
+from vllm.platforms import current_platform
+print(json.dumps({
+    "platform_plugins": [e.name for e in entry_points(group="vllm.platform_plugins")],
+    # vLLM ships general plugins of its own (LoRA resolvers); any other is not.
+    "general_plugins": [e.name for e in entry_points(group="vllm.general_plugins")
+                        if e.dist.name != "vllm"],
+    "torch": torch.__version__, "cuda_build": torch.version.cuda,
+    "gpu": torch.cuda.is_available(), "platform": type(current_platform).__name__,
+}))
+"""
+
+
+def test_the_venvs_hold_no_plugin_and_vllm_finds_no_platform(pair, case, tmp_path):
+    """What verify runs into: nothing chooses a platform for vLLM, and
+    `import vllm` settles on UnspecifiedPlatform by itself."""
+    torch_build, _ = case
+    for name, venv in pair.items():
+        done = subprocess.run(
+            [runtime_env.venv_python(venv), "-c", SEEN_BY_A_PLAIN_INTERPRETER],
+            capture_output=True, text=True, env=user_environment(tmp_path),
+            stdin=subprocess.DEVNULL, timeout=300,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        seen = json.loads(done.stdout.splitlines()[-1])
+        print(f"\n{name}: {seen}")
+        assert seen["platform_plugins"] == [] and seen["general_plugins"] == []
+        assert seen["gpu"] is False
+        assert (seen["cuda_build"] is not None) == (torch_build == "cuda"), seen
+        assert seen["platform"] == "UnspecifiedPlatform"
+
+
+def test_verify_names_every_missing_piece_on_vllm_as_it_ships(pair, case, tmp_path):
+    pristine = runtime_env.venv_python(pair["pristine"])
     done, wall = run_verify([TOOL, "verify", "--python", pristine], tmp_path)
-    print(f"\n$ dflash2-backport verify --python <pristine {version}>  ({wall:.1f} s)\n{done.stdout}")
+    print(f"\n$ dflash2-backport verify --python <pristine {case}>  ({wall:.1f} s)\n"
+          f"{done.stdout}{done.stderr}")
     assert done.returncode == 2, done.stdout + done.stderr
     lines = check_lines(done.stdout)
     assert list(lines) == CHECKS
@@ -80,21 +144,23 @@ def test_verify_names_every_missing_piece_on_vllm_as_it_ships(versioned_venvs, v
     assert "Traceback" not in done.stdout + done.stderr
 
 
-def test_verify_passes_after_apply_within_a_minute(versioned_venvs, version, tmp_path):
-    patched = runtime_env.venv_python(versioned_venvs(version)["patched"])
+def test_verify_passes_after_apply(pair, case, tmp_path):
+    _, version = case
+    patched = runtime_env.venv_python(pair["patched"])
     done, wall = run_verify([TOOL, "verify", "--python", patched], tmp_path)
-    print(f"\n$ dflash2-backport verify --python <patched {version}>  ({wall:.1f} s)\n{done.stdout}")
+    print(f"\n$ dflash2-backport verify --python <patched {case}>  ({wall:.1f} s)\n"
+          f"{done.stdout}{done.stderr}")
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.splitlines()[0].startswith(f"vLLM {version} at ")
     lines = check_lines(done.stdout)
     assert lines == {name: ("pass", lines[name][1]) for name in CHECKS}
     assert done.stdout.splitlines()[-1].startswith("verified: 6 of 6 checks pass")
-    assert wall < WALL_LIMIT
 
 
-def test_verify_json_from_the_vllm_venvs_own_console_script(versioned_venvs, version, tmp_path):
+def test_verify_json_from_the_vllm_venvs_own_console_script(pair, case, tmp_path):
     """No --python: the interpreter running the tool is the one verified."""
-    venv = versioned_venvs(version)["patched"]
+    _, version = case
+    venv = pair["patched"]
     done, _ = run_verify([venv / "bin" / "dflash2-backport", "verify", "--json"], tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     document = json.loads(done.stdout)
@@ -106,10 +172,27 @@ def test_verify_json_from_the_vllm_venvs_own_console_script(versioned_venvs, ver
     assert [c["name"] for c in document["checks"] if c["ok"]] == CHECKS
 
 
-def test_verify_leaves_nothing_in_the_temporary_directory(versioned_venvs, tmp_path):
-    patched = runtime_env.venv_python(versioned_venvs("0.27.1")["patched"])
+def _files(venv: Path) -> set[str]:
+    """Every path in a venv, bytecode caches aside: Python writes those on
+    any first import, verify or not."""
+    root = venv.resolve()
+    return {
+        str(path.relative_to(root)) for path in root.rglob("*")
+        if "__pycache__" not in path.parts
+    }
+
+
+def test_verify_leaves_nothing_behind(versioned_venvs, tmp_path):
+    """Not in the temporary directory, not in the venv: the platform plugin
+    verify provides lives and dies with the probe process."""
+    patched = versioned_venvs("0.27.1")["patched"]
+    base = runtime_env.base_env()
+    before = {venv: _files(venv) for venv in (patched, base)}
     scratch = tmp_path / "tmp"
     scratch.mkdir()
-    done, _ = run_verify([TOOL, "verify", "--python", patched], scratch)
+    done, _ = run_verify([TOOL, "verify", "--python", runtime_env.venv_python(patched)],
+                         scratch)
     assert done.returncode == 0, done.stdout + done.stderr
     assert list(scratch.iterdir()) == []
+    for venv, files in before.items():
+        assert _files(venv) == files, venv

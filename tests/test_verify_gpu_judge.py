@@ -1,0 +1,233 @@
+"""How `verify --gpu` judges what its two engines saw (gpu_probes.judge).
+
+The engines themselves need a GPU (the H200 runs are in the README); here
+each case is an engine record of the shape gpu_probes.run_engine writes,
+altered in one way, and the verdict it must give: which checks fail and
+what their line says.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from dflash2_backport import gpu_probes
+
+GREEDY = [[5, 6, 7, 8], [9, 10, 11, 12]]
+BASE = {
+    "seconds": {"start": 30.0, "introspect": 0.2, "greedy": 1.0},
+    "errors": {},
+    "engine": {"use_v2_model_runner": True, "cudagraph_mode": "FULL_AND_PIECEWISE",
+               "compilation_mode": "VLLM_COMPILE"},
+    "worker": {"speculators": {}, "model_runners": ["vllm.v1.worker.gpu.model_runner"],
+               "draft_logits": None},
+    "greedy": GREEDY,
+    "counters": {},
+    "done": True,
+}
+DRAFT = {
+    **BASE,
+    "seconds": {"start": 35.0, "introspect": 0.3, "greedy": 1.5, "kernels": 0.1},
+    "worker": {"speculators": {"DFlash2Speculator": 1},
+               "model_runners": ["vllm.v1.worker.gpu.model_runner"],
+               "draft_logits": False},
+    "counters": {"num_drafts": 40.0, "num_draft_tokens": 120.0,
+                 "num_accepted_tokens": 30.0, "num_accepted_tokens_per_pos": [20, 7, 3]},
+    "kernels": {"_selector_walk_kernel": 3, "_cache_draft_logits_kernel": 0},
+}
+CHECKS = ["engine", "speculator", "lossless", "counters", "kernels"]
+
+
+def altered(record: dict, **changes) -> dict:
+    """A deep copy with dotted keys replaced ("worker.speculators": {...});
+    None removes the key."""
+    record = copy.deepcopy(record)
+    for dotted, value in changes.items():
+        *parents, leaf = dotted.split(".")
+        holder = record
+        for key in parents:
+            holder = holder[key]
+        if value is None:
+            holder.pop(leaf, None)
+        else:
+            holder[leaf] = value
+    return record
+
+
+PRISTINE_START = ("Model architectures ['DFlash2DraftModel'] are not supported for now")
+
+# id -> (base, draft, synthetic, {failing check: words its line holds})
+CASES = {
+    "all good": (BASE, DRAFT, True, {}),
+    "the draft engine does not start (vLLM as it ships)": (
+        BASE,
+        {"seconds": {"start": 4.0}, "errors": {"start": PRISTINE_START}},
+        True,
+        {"engine": f"the engine with the draft did not start: {PRISTINE_START}",
+         "speculator": "not seen", "lossless": "with the draft: " + PRISTINE_START,
+         "counters": "not read", "kernels": "not seen"},
+    ),
+    "the engine without the draft does not start": (
+        {"seconds": {"start": 4.0}, "errors": {"start": "CUDA out of memory"}},
+        DRAFT, True,
+        {"engine": "the engine without the draft did not start: CUDA out of memory",
+         "lossless": "without the draft: CUDA out of memory"},
+    ),
+    "the V1 model runner": (
+        BASE,
+        altered(DRAFT, **{"engine.use_v2_model_runner": False,
+                          "worker.model_runners": ["vllm.v1.worker.gpu_model_runner"]}),
+        True,
+        {"engine": "not configured for the V2 model runner"},
+    ),
+    "the V1 model runner built although V2 is configured": (
+        BASE,
+        altered(DRAFT, **{"worker.model_runners": ["vllm.v1.worker.gpu_model_runner"]}),
+        True,
+        {"engine": "runs ['vllm.v1.worker.gpu_model_runner'] model runner, not V2"},
+    ),
+    "the worker not seen": (
+        BASE,
+        altered(DRAFT, worker=None, errors={"introspect": "AttributeError: boom"}), True,
+        {"engine": "its model runner not seen: AttributeError: boom",
+         "speculator": "not seen: AttributeError: boom"},
+    ),
+    "no CUDA graphs": (
+        BASE, altered(DRAFT, **{"engine.cudagraph_mode": "NONE"}), True,
+        {"engine": "without CUDA graphs"},
+    ),
+    "the DFlash1 speculator": (
+        BASE, altered(DRAFT, **{"worker.speculators": {"DFlashSpeculator": 1}}), True,
+        {"speculator": "built {'DFlashSpeculator': 1}, want exactly one DFlash2Speculator"},
+    ),
+    "two DFlash2 speculators": (
+        BASE, altered(DRAFT, **{"worker.speculators": {"DFlash2Speculator": 2}}), True,
+        {"speculator": "built {'DFlash2Speculator': 2}"},
+    ),
+    "a speculator without a draft": (
+        altered(BASE, **{"worker.speculators": {"DFlash2Speculator": 1}}), DRAFT, True,
+        {"speculator": "the engine without the draft built {'DFlash2Speculator': 1}"},
+    ),
+    "greedy tokens differ": (
+        BASE, altered(DRAFT, greedy=[[5, 6, 7, 8], [9, 10, 99, 12]]), True,
+        {"lossless": "prompt 1 at token 2 (1 of 2 prompts equal)"},
+    ),
+    "an output missing": (
+        BASE, altered(DRAFT, greedy=[[5, 6, 7, 8]]), True,
+        {"lossless": "1 outputs with the draft, 2 without"},
+    ),
+    "no drafts counted": (
+        BASE, altered(DRAFT, counters={"num_drafts": 0.0, "num_draft_tokens": 0.0}), True,
+        {"counters": "no drafts counted"},
+    ),
+    "nothing accepted on checkpoints made to accept": (
+        BASE, altered(DRAFT, **{"counters.num_accepted_tokens": 0.0}), True,
+        {"counters": "no draft token accepted"},
+    ),
+    "nothing accepted on the user's checkpoints is reported, not failed": (
+        BASE, altered(DRAFT, **{"counters.num_accepted_tokens": 0.0}), False, {},
+    ),
+    "no kernel compiled": (
+        BASE, altered(DRAFT, kernels={"_selector_walk_kernel": 0,
+                                      "_cache_draft_logits_kernel": 0}), True,
+        {"kernels": "Triton kernels not compiled: ['_cache_draft_logits_kernel', "
+                    "'_selector_walk_kernel']"},
+    ),
+    "the cache kernel unused although draft logits are cached": (
+        BASE, altered(DRAFT, **{"worker.draft_logits": True}), True,
+        {"kernels": "Triton kernels not compiled: ['_cache_draft_logits_kernel']"},
+    ),
+    "kernels as plain functions": (
+        BASE, altered(DRAFT, kernels={}), True, {"kernels": "defines no Triton kernel"},
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_each_way_an_engine_falls_short_fails_its_own_check(case):
+    base, draft, synthetic, failing = CASES[case]
+    checks = gpu_probes.judge(base, draft, synthetic, together=True)
+    assert [c["name"] for c in checks] == CHECKS
+    assert {c["name"] for c in checks if not c["ok"]} == set(failing)
+    for check in checks:
+        if check["name"] in failing:
+            assert failing[check["name"]] in check["detail"], check
+    json.dumps(checks)
+
+
+def test_passing_lines_carry_the_figures_and_each_phase_its_wall_time():
+    checks = {c["name"]: c for c in gpu_probes.judge(BASE, DRAFT, True, together=True)}
+    assert checks["engine"]["detail"] == (
+        "V2 model runner, torch.compile (VLLM_COMPILE) and CUDA graphs "
+        "(FULL_AND_PIECEWISE), with and without the draft (started together)"
+    )
+    assert checks["lossless"]["detail"] == (
+        "greedy tokens with the draft equal those without: 2 prompts, 8 tokens"
+    )
+    assert checks["counters"]["detail"] == (
+        "drafts 40, draft tokens 120, accepted 30: acceptance rate 0.25, "
+        "mean acceptance length 1.75"
+    )
+    assert checks["kernels"]["detail"] == (
+        "_cache_draft_logits_kernel not launched; _selector_walk_kernel compiled "
+        "(3 variants) and launched (dflash2/speculator.py)"
+    )
+    # Engines started together take the longer start; one after the other, both.
+    assert checks["engine"]["seconds"] == 35.0
+    assert gpu_probes.judge(BASE, DRAFT, True, together=False)[0]["seconds"] == 65.0
+    assert [checks[n]["seconds"] for n in CHECKS[1:]] == [0.3, 1.5, 0.0, 0.1]
+
+
+@pytest.mark.parametrize(
+    "config, steps",
+    [
+        ({"block_size": 8}, 7),
+        ({"dflash_config": {"block_size": 4}}, 3),
+        ({"block_size": 16, "dflash_config": {"mask_token_id": 1}}, 15),
+    ],
+)
+def test_draft_tokens_per_step_come_from_the_drafts_block_size(tmp_path, config, steps):
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    assert gpu_probes.num_speculative_tokens(tmp_path) == steps
+
+
+@pytest.mark.parametrize("config", [{}, {"block_size": 1}, {"block_size": "8"}])
+def test_a_draft_without_a_usable_block_size_is_refused(tmp_path, config):
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match="gives no block_size of 2 or more"):
+        gpu_probes.num_speculative_tokens(tmp_path)
+
+
+def test_prompts_for_a_users_checkpoints_stay_in_the_vocabulary(tmp_path):
+    target, draft = tmp_path / "target", tmp_path / "draft"
+    target.mkdir()
+    draft.mkdir()
+    (target / "config.json").write_text(json.dumps({"vocab_size": 500}))
+    (draft / "config.json").write_text(json.dumps(
+        {"block_size": 4, "dflash_config": {"mask_token_id": 300}}))
+    prompts = gpu_probes.user_prompts(target, draft)
+    assert len(prompts) == gpu_probes.USER_PROMPTS
+    tokens = [t for p in prompts for t in p]
+    assert min(tokens) >= 100 and max(tokens) < 500 and 300 not in tokens
+    assert [len(p) for p in prompts][0] <= 16 and max(map(len, prompts)) <= 128
+    assert prompts == gpu_probes.user_prompts(target, draft)
+
+
+class _OddMeta(type):
+    """A metaclass whose classes' __module__ is not a string (extension
+    types do such things); the engine's heap holds such objects."""
+
+    __module__ = property(lambda cls: object())
+
+
+class _Odd(metaclass=_OddMeta):
+    pass
+
+
+def test_the_worker_heap_is_read_whatever_classes_it_holds():
+    held = [_Odd(), _Odd]
+    seen = gpu_probes.worker_introspect()
+    assert seen == {"speculators": {}, "model_runners": [], "draft_logits": None}
+    assert held
