@@ -382,12 +382,17 @@ def verify(
     on the CPU, or with --gpu in the real engine on this machine's GPU. Exit 0
     when every check passes, 2 otherwise."""
     from . import interrupts
-    from .errors import Interrupted
-    from .target import locate
 
     # A signal ends the probes (and any engine they started) before the
     # command stops, and the temporary directory with them.
-    interrupts.install()
+    with interrupts.stopping_on_signals():
+        _verify(python, json_output, gpu, target, draft, attention_backend)
+
+
+def _verify(python, json_output, gpu, target, draft, attention_backend) -> None:
+    from .errors import Interrupted
+    from .target import locate
+
     try:
         if not gpu and (target or draft or attention_backend):
             raise BackportError("--target, --draft and --attention-backend need --gpu")
