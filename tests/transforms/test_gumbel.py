@@ -1,7 +1,7 @@
 import pytest
 
-from dflash2_backport.transforms._base import State
-from dflash2_backport.transforms.gumbel import GumbelNoisedArgmax
+from dflash2_backport.transforms.vocabulary import State
+from dflash2_backport.transforms.writers.gumbel import GumbelNoisedArgmax
 
 from ._cases import (
     assert_left_alone,
@@ -231,6 +231,11 @@ DRIFT = {
         PENDING,
         "from vllm.triton_utils import HAS_TRITON, tl, tldevice, triton",
         "from vllm.triton_utils import HAS_TRITON, tl, triton",
+    ),
+    "a number where the docstring was: code, not a docstring": swap(
+        APPLIED,
+        '    """Argmax of logits under Gumbel-max sampling, or plain argmax at temp 0.',
+        '    0\n    """Argmax of logits under Gumbel-max sampling, or plain argmax at temp 0.',
     ),
     "no 64-bit random helper": swap(
         PENDING,

@@ -1,0 +1,162 @@
+"""A target file as Python's own parser reads it, and the way to every
+statement in it.
+
+The judges find their targets here, once, and hand each writer a `Path` to
+what they found: a step per statement list on the way down, each with the
+position Python's parser gives the statement and its kind (and name, for a
+`def` or `class`). The writer follows the same steps through libcst's tree
+and checks at every step that it stands where the judge stood.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import hashlib
+import re
+from collections.abc import Callable, Iterator, Sequence
+
+from .meaning import meaning
+
+#: Statement lists a path may step into, in the order Python's parser keeps them.
+BLOCKS = ("body", "handlers", "orelse", "finalbody")
+DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """One step down: the statement at `index` of the owner's list `field`."""
+
+    field: str
+    #: As Python's parser counts: `a; b` is two statements.
+    index: int
+    #: The statement's class in Python's `ast` ("ClassDef", "If", "Assign").
+    kind: str
+    #: The name of a `def` or `class`; empty for anything else.
+    name: str = ""
+    #: A digest of what the statement means (see `meaning.py`), on the last
+    #: step of a pinned path: the writer rewrites only what was judged.
+    meaning: str = ""
+
+
+Path = tuple[Step, ...]
+
+
+def digest(node: ast.AST) -> str:
+    return hashlib.blake2b(meaning(node).encode(), digest_size=12).hexdigest()
+
+
+@dataclasses.dataclass(frozen=True)
+class Found:
+    """A node of the file and the path to it (the module's path is empty)."""
+
+    node: ast.AST
+    path: Path
+
+    @property
+    def name(self) -> str:
+        return getattr(self.node, "name", "")
+
+    def statements(self, field: str = "body") -> list[Found]:
+        """The statements of one of the node's lists, each with its path."""
+        return [
+            Found(s, (*self.path, _step(field, i, s)))
+            for i, s in enumerate(getattr(self.node, field, None) or ())
+        ]
+
+    def defs(self, name: str) -> list[Found]:
+        """The functions of that name directly in the body."""
+        return [f for f in self.statements() if isinstance(f.node, FUNCTIONS) and f.name == name]
+
+    def classes(self, name: str) -> list[Found]:
+        """The classes of that name directly in the body."""
+        return [
+            f for f in self.statements() if isinstance(f.node, ast.ClassDef) and f.name == name
+        ]
+
+    def walk(self, test: Callable[[ast.stmt], bool]) -> list[Found]:
+        """Every statement below the node, in any block, that passes `test`,
+        in the order of the file."""
+        return [found for found in self._below() if test(found.node)]  # type: ignore[arg-type]
+
+    def _below(self) -> Iterator[Found]:
+        for field in BLOCKS:
+            for child in self.statements(field):
+                yield child
+                yield from child._below()
+
+    def pinned(self) -> Path:
+        """The path with what the node means, for the writer to check."""
+        if not self.path:
+            return self.path
+        last = self.path[-1]
+        if isinstance(self.node, ast.ClassDef):
+            # A class is known by its name; its members are judged one by one.
+            return self.path
+        return (*self.path[:-1], dataclasses.replace(last, meaning=digest(self.node)))
+
+
+def _step(field: str, index: int, node: ast.AST) -> Step:
+    return Step(field, index, type(node).__name__, getattr(node, "name", "") or "")
+
+
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n|$)")
+
+
+class Source:
+    """A file's text and Python's tree of it.
+
+    Raises SyntaxError or ValueError (a NUL byte) as `ast.parse` does.
+    """
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.tree = ast.parse(text)
+        self._lines: list[bytes] | None = None
+
+    @property
+    def module(self) -> Found:
+        return Found(self.tree, ())
+
+    def at(self, path: Path) -> Found:
+        """The statement a path leads to."""
+        found = self.module
+        for step in path:
+            found = found.statements(step.field)[step.index]
+        return found
+
+    def line(self, number: int) -> bytes:
+        """Line `number` (from 1), as UTF-8, the encoding of the parser's offsets."""
+        if self._lines is None:
+            self._lines = [m.group().encode() for m in _LINE.finditer(self.text)]
+        return self._lines[number - 1]
+
+    def segment(self, node: ast.AST) -> str:
+        """The node's text, exactly as the file has it."""
+        first, last = node.lineno, node.end_lineno  # type: ignore[attr-defined]
+        start, end = node.col_offset, node.end_col_offset  # type: ignore[attr-defined]
+        assert last is not None and end is not None
+        if first == last:
+            return self.line(first)[start:end].decode()
+        lines = [self.line(first)[start:]]
+        lines += [self.line(n) for n in range(first + 1, last)]
+        lines.append(self.line(last)[:end])
+        return b"".join(lines).decode()
+
+    def describe(self, node: ast.AST, limit: int = 60) -> str:
+        """A short, single-line rendering of a node for error messages."""
+        text = " ".join(self.segment(node).split())
+        return repr(text if len(text) <= limit else text[: limit - 3] + "...")
+
+    def starts_with(self, node: ast.AST, word: bytes) -> bool:
+        """Whether the node's text starts with `word` (`elif` for an `If`)."""
+        return self.line(node.lineno)[node.col_offset :].startswith(word)  # type: ignore[attr-defined]
+
+
+def shares_a_line(block: Sequence[ast.stmt], index: int) -> bool:
+    """Whether the statement shares a line with a neighbour (`a; b`)."""
+    statement = block[index]
+    before = index > 0 and block[index - 1].end_lineno == statement.lineno
+    after = index + 1 < len(block) and block[index + 1].lineno == statement.end_lineno
+    return before or after

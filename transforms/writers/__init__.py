@@ -1,0 +1,53 @@
+"""The libcst writers, one per edit declaration (`Edit.writer` names it).
+
+Only a command that rewrites a file imports this package, and with it
+libcst: `check` judges with Python's parser alone.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+
+import libcst as cst
+
+from ..edit import Edit, Judged
+from ..vocabulary import Direction
+from .protocol import EditRefused, Misjudged, Writer, rewrite_order
+from .resolve import SiteMoved
+
+
+def writer_for(edit: Edit) -> type[Writer]:
+    """The writer class an edit declares, as "module:Class" in this package."""
+    module, name = edit.writer.split(":")
+    writer = getattr(importlib.import_module(f".{module}", __name__), name)
+    assert issubclass(writer, Writer) and writer.EDIT is edit, edit.writer
+    return writer
+
+
+def rewritten(
+    tree: cst.Module, judged: Sequence[tuple[Edit, dict[str, Judged]]], direction: Direction
+) -> cst.Module:
+    """`tree` with every hunk the direction rewrites rewritten, where the
+    judges found them, last in the file first."""
+    for edit, hunk, site in rewrite_order(judged, direction):
+        tree = writer_for(edit)(direction=direction).rewrite(tree, hunk, site)
+    return tree
+
+
+def rewrite(
+    data: bytes, judged: Sequence[tuple[Edit, dict[str, Judged]]], direction: Direction
+) -> bytes:
+    """A file's bytes, rewritten as `rewritten` does, in the file's encoding."""
+    return rewritten(cst.parse_module(data), judged, direction).bytes
+
+
+__all__ = [
+    "EditRefused",
+    "Misjudged",
+    "SiteMoved",
+    "Writer",
+    "rewrite",
+    "rewritten",
+    "writer_for",
+]
