@@ -234,8 +234,11 @@ DRIFT = {
     ),
     "a number where the docstring was: code, not a docstring": swap(
         APPLIED,
-        '    """Argmax of logits under Gumbel-max sampling, or plain argmax at temp 0.',
-        '    0\n    """Argmax of logits under Gumbel-max sampling, or plain argmax at temp 0.',
+        '    """Argmax of logits under Gumbel-max sampling, or plain argmax at temp 0.\n\n'
+        "    `keys` indexes the noise, so the same token draws the same noise wherever it\n"
+        "    appears; `pos` and `seed` place the draw in the request's stream, which is\n"
+        '    what lets a draft and its verification agree.\n    """\n',
+        "    0\n",
     ),
     "no 64-bit random helper": swap(
         PENDING,
