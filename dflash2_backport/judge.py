@@ -31,6 +31,8 @@ from .errors import BackportError
 from .safe_files import decode_source
 from .verdicts import Direction, EditReport, State
 
+Source = transforms.source.Source
+
 #: Judged hunks of each edit of one file, as the judges give them.
 Judgement = list  # of (Edit, {hunk name: Judged})
 JUDGES_DIRECTORY = Path(transforms.__file__).parent
@@ -56,13 +58,13 @@ def judge(
     judges = verdict_cache.judges_digest(JUDGES_DIRECTORY)
 
     reports: dict[str, list[EditReport]] = {}
-    judged: dict[str, Judgement] = {}
+    judged: dict[str, tuple[Source, Judgement]] = {}
     for path in paths:
         data = originals[path]
         edits = verdict_cache.lookup(judges, direction, path, data) if use_cache else None
         if edits is None:
             judged[path] = _judged(root, path, texts[path], direction)
-            edits = [edit.report(hunks) for edit, hunks in judged[path]]
+            edits = [edit.report(hunks) for edit, hunks in judged[path][1]]
             if use_cache:
                 verdict_cache.store(judges, direction, path, data, edits)
         reports[path] = edits
@@ -76,13 +78,14 @@ def judge(
     for path in to_write:
         if path not in judged:  # answered from the cache: the sites are wanted now
             judged[path] = _judged(root, path, texts[path], direction)
-    patched = _rewritten(root, {p: (originals[p], judged[p]) for p in to_write}, direction)
+    patched = _rewritten(root, {p: (originals[p], *judged[p]) for p in to_write}, direction)
     return [JudgedFile(p, originals[p], reports[p], patched.get(p)) for p in paths]
 
 
-def _judged(root: Path, path: str, text: str, direction: Direction) -> Judgement:
+def _judged(root: Path, path: str, text: str, direction: Direction) -> tuple[Source, Judgement]:
     try:
-        return transforms.judge_file(path, text, direction)
+        source = transforms.source.Source(text)
+        return source, transforms.judge_file(path, source, direction)
     except SyntaxError as error:
         where = f"line {error.lineno}: " if error.lineno else ""
         raise BackportError(
@@ -96,19 +99,25 @@ def _judged(root: Path, path: str, text: str, direction: Direction) -> Judgement
 
 
 def _rewritten(
-    root: Path, files: dict[str, tuple[bytes, Judgement]], direction: Direction
+    root: Path, files: dict[str, tuple[bytes, Source, Judgement]], direction: Direction
 ) -> dict[str, bytes]:
     """Each file's rewrite, largest file first."""
-    order = sorted(files, key=lambda p: (-len(files[p][0]), p))
-    jobs = [(str(root), path, files[path][0], _by_index(files[path][1]), direction) for path in order]
-    workers = min(_jobs(), len(jobs))
-    if workers < 2:
-        return {job[1]: _write(*job) for job in jobs}
-    # Load libcst and the writers before forking: the workers inherit them
-    # instead of each spending a core on loading them again.
+    if not files:
+        return {}
+    # libcst and the writers load here, before any worker forks: the workers
+    # inherit them instead of each spending a core on loading them again.
     writers = _writers()
     for edit in EDITS:
         writers.writer_for(edit)
+    order = sorted(files, key=lambda p: (-len(files[p][0]), p))
+    jobs = []
+    for path in order:
+        data, source, judgement = files[path]
+        regions = writers.plan(source, judgement, direction)
+        jobs.append((str(root), path, data, _by_index(judgement), regions, direction))
+    workers = min(_jobs(), len(jobs))
+    if workers < 2:
+        return {job[1]: _write(*job) for job in jobs}
     context = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(workers, mp_context=context, initializer=_leave_signals) as pool:
         futures = [pool.submit(_write, *job) for job in jobs]
@@ -137,16 +146,22 @@ def _leave_signals() -> None:
 
 
 def _write(
-    root: str, path: str, data: bytes, judged: list[tuple[int, dict]], direction: Direction
+    root: str,
+    path: str,
+    data: bytes,
+    judged: list[tuple[int, dict]],
+    regions: object,
+    direction: Direction,
 ) -> bytes:
-    """The file rewritten, and checked as it will be written."""
+    """The file rewritten (the regions its hunks touch, where they can be
+    parsed alone), and checked as it will be written."""
     writers = _writers()
     import libcst
 
     file = Path(root) / path
     judgement = [(EDITS[index], hunks) for index, hunks in judged]
     try:
-        patched = writers.rewrite(data, judgement, direction)
+        patched = writers.rewrite(data, judgement, direction, regions)
     except libcst.ParserSyntaxError as error:
         raise BackportError(
             f"{file}: does not parse (line {error.raw_line}: {error.message}); fix the file first"

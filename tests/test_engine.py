@@ -59,8 +59,8 @@ def test_a_rewrite_that_would_not_parse_is_refused_before_any_write(
     site = make_site("0.27.1", tmp_path / "site")
     real = writers.rewrite
 
-    def broken_rewrite(data, judged, direction):  # type: ignore[no-untyped-def]
-        patched = real(data, judged, direction)
+    def broken_rewrite(data, *args):  # type: ignore[no-untyped-def]
+        patched = real(data, *args)
         return patched + b"def broken(:\n" if b"def init_speculator" in data else patched
 
     monkeypatch.setattr(writers, "rewrite", broken_rewrite)

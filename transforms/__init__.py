@@ -75,11 +75,12 @@ def edits_in(path: str) -> tuple[Edit, ...]:
 
 
 def judge_file(
-    path: str, text: str, direction: Direction
+    path: str, source: Source | str, direction: Direction
 ) -> list[tuple[Edit, dict[str, Judged]]]:
-    """Each edit of the file with its hunks judged. Raises SyntaxError or
-    ValueError where Python cannot parse the file."""
-    source = Source(text)
+    """Each edit of the file with its hunks judged. Given text, raises
+    SyntaxError or ValueError where Python cannot parse it."""
+    if isinstance(source, str):
+        source = Source(source)
     return [(edit, edit.judged(source, direction)) for edit in edits_in(path)]
 
 

@@ -77,6 +77,8 @@ class Causal(Site):
     override and that `return`; and, applied, the `if` that returns
     `is_causal`."""
 
+    within = True
+
     override: Path
     override_return: Path
     is_causal: Path | None = None

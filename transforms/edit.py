@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 
 from .source import Path, Source
 from .vocabulary import Direction, EditReport, HunkVerdict, State
@@ -51,6 +51,10 @@ class Site:
 
     Edits that need more (an index, the names to import) subclass it.
     """
+
+    #: The writer rewrites only inside the statement at `path`, never the
+    #: statements around it (so they need not be parsed with it).
+    within: ClassVar[bool] = False
 
     path: Path
 

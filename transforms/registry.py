@@ -44,6 +44,8 @@ class Entry(Site):
     (pending) or the DFlash2 entry's (applied); the quote the anchor's key
     is written with."""
 
+    within = True
+
     element: int
     quote: str = '"'
 

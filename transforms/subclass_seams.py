@@ -128,8 +128,10 @@ SEAMS = (LAYER_SEAM, MODEL_SEAM)
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Attribute(Site):
-    """The class; applied, every statement of its body that binds the
-    attribute."""
+    """The first statement of the class body: the attribute goes first in the
+    class (after a docstring), and a removed one that stood there gives its
+    blank lines back to what follows. Applied, every statement of the body
+    that binds the attribute."""
 
     attribute: str
     value: str
@@ -175,7 +177,9 @@ def _attribute(seam: Seam, source: Source, owner: Found) -> Judged:
             found = f"a {kind} named {seam.attribute}; rename it"
         return drift(expected, found)
     site = Attribute(
-        path=owner.path,
+        # Not pinned to what it means: the construction, rewritten first, may
+        # stand there.
+        path=owner.statements()[0].path,
         attribute=seam.attribute,
         value=seam.value,
         bindings=tuple(b.pinned() for b in bindings),

@@ -7,6 +7,8 @@ libcst: `check` judges with Python's parser alone.
 from __future__ import annotations
 
 import importlib
+import io
+import tokenize
 from collections.abc import Sequence
 
 import libcst as cst
@@ -14,6 +16,7 @@ import libcst as cst
 from ..edit import Edit, Judged
 from ..vocabulary import Direction
 from .protocol import EditRefused, Misjudged, Writer, rewrite_order
+from .regions import Regions, plan, rewrite_regions
 from .resolve import SiteMoved
 
 
@@ -36,17 +39,28 @@ def rewritten(
 
 
 def rewrite(
-    data: bytes, judged: Sequence[tuple[Edit, dict[str, Judged]]], direction: Direction
+    data: bytes,
+    judged: Sequence[tuple[Edit, dict[str, Judged]]],
+    direction: Direction,
+    regions: Regions | None = None,
 ) -> bytes:
-    """A file's bytes, rewritten as `rewritten` does, in the file's encoding."""
+    """A file's bytes rewritten as `rewritten` does, in the file's encoding:
+    only its `regions` where they are given (see regions.py), else whole."""
+    if regions is not None:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        text = rewrite_regions(data.decode(encoding), judged, direction, regions)
+        if text is not None:
+            return text.encode(encoding)
     return rewritten(cst.parse_module(data), judged, direction).bytes
 
 
 __all__ = [
     "EditRefused",
+    "Regions",
     "Misjudged",
     "SiteMoved",
     "Writer",
+    "plan",
     "rewrite",
     "rewritten",
     "writer_for",

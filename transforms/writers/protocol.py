@@ -62,22 +62,26 @@ class Writer:
     # -- libcst's interface, for CodemodTest ---------------------------------
 
     def transform_module(self, tree: cst.Module) -> cst.Module:
-        """Judge the module, refuse on drift, else rewrite it and check the
-        result as the engine does."""
-        from . import rewritten
+        """Judge the module, refuse on drift, else rewrite it as the engine
+        does (its regions only) and check the result."""
         from .. import misjudged
+        from .regions import plan, rewrite_regions
 
-        judged = self.EDIT.judged(Source(tree.code), self.direction)
-        report = self.EDIT.report(judged)
-        drifted = [h for h in report.hunks if h.state is State.DRIFT]
+        text = tree.code
+        source = Source(text)
+        judgement = [(self.EDIT, self.EDIT.judged(source, self.direction))]
+        drifted = [h for h in self.EDIT.report(judgement[0][1]).hunks if h.state is State.DRIFT]
         if drifted:
             raise EditRefused(self.EDIT.name, self.EDIT.path, drifted)
-        result = rewritten(tree, [(self.EDIT, judged)], self.direction)
-        if result is not tree:
-            problem = misjudged(result.code, [(self.EDIT, judged)], self.direction)
+        regions = plan(source, judgement, self.direction)
+        assert regions is not None, "the sites fit in regions"
+        result = rewrite_regions(text, judgement, self.direction, regions)
+        assert result is not None, "the regions read as the whole file"
+        if result != text:
+            problem = misjudged(result, judgement, self.direction)
             if problem is not None:
                 raise Misjudged(problem)
-        return result
+        return cst.parse_module(result)
 
     # -- one hunk ---------------------------------------------------------------
 

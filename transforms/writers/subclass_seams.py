@@ -31,16 +31,16 @@ class SubclassSeams(Writer):
         if isinstance(site, Construction):
             return self._reroute(tree, site)
         assert isinstance(site, Attribute)
-        owner = locate(tree, site.path)
-        return owner.replaced(self._with_attribute(owner.node, site))
+        first = locate(tree, site.path)
+        return first.with_siblings(self._with_attribute(first.siblings, site))
 
     def backward(self, tree: cst.Module, hunk: Hunk, site: Site) -> cst.Module:
         if isinstance(site, Construction):
             return self._reroute(tree, site)
         assert isinstance(site, Attribute)
         bindings = [locate(tree, path).node for path in site.bindings]
-        owner = locate(tree, site.path)
-        return owner.replaced(_without(owner.node, bindings))
+        first = locate(tree, site.path)
+        return first.with_siblings(_without(first.siblings, bindings))
 
     def _reroute(self, tree: cst.Module, site: Construction) -> cst.Module:
         """The construction calling `site.callee`, its arguments untouched."""
@@ -54,9 +54,10 @@ class SubclassSeams(Writer):
         rerouted = call.with_changes(func=self.expression(site.callee))
         return located.with_node(assignment.deep_replace(call, rerouted))
 
-    def _with_attribute(self, owner: cst.CSTNode, site: Attribute) -> cst.CSTNode:
-        assert isinstance(owner, cst.ClassDef) and isinstance(owner.body, cst.IndentedBlock)
-        members = list(owner.body.body)
+    def _with_attribute(
+        self, members: list[cst.BaseStatement], site: Attribute
+    ) -> list[cst.BaseStatement]:
+        """The class's members with the attribute first (after a docstring)."""
         attribute = self.statement(f"{site.attribute} = {site.value}\n")
         # First in the class, after its docstring: the attribute takes over
         # the blank lines before the member that used to open the class.
@@ -65,21 +66,21 @@ class SubclassSeams(Writer):
             members[position : position + 1] = placed_before(members[position], [attribute])
         else:
             members.append(attribute)
-        return owner.with_changes(body=owner.body.with_changes(body=members))
+        return members
 
 
-def _without(owner: cst.CSTNode, bindings: Sequence[cst.CSTNode]) -> cst.CSTNode:
-    """The class without the bindings; where the forward put one, the member
-    after it gets its blank lines back."""
-    assert isinstance(owner, cst.ClassDef) and isinstance(owner.body, cst.IndentedBlock)
-    block = owner.body
+def _without(
+    body: list[cst.BaseStatement], bindings: Sequence[cst.CSTNode]
+) -> list[cst.BaseStatement]:
+    """The class's members without the bindings; where the forward put one,
+    the member after it gets its blank lines back."""
     doomed = {id(binding) for binding in bindings}
-    docstring = 1 if block.body and _is_docstring(block.body[0]) else 0
+    docstring = 1 if body and _is_docstring(body[0]) else 0
     members: list[cst.BaseStatement] = []
     # Where the removed line stood (first in the class or not) and the blank
     # lines above it, for the member that follows it.
     gap: tuple[bool, list[cst.EmptyLine]] | None = None
-    for member in block.body:
+    for member in body:
         if isinstance(member, cst.SimpleStatementLine):
             kept = [small for small in member.body if id(small) not in doomed]
             if not kept:
@@ -95,7 +96,7 @@ def _without(owner: cst.CSTNode, bindings: Sequence[cst.CSTNode]) -> cst.CSTNode
             member = _separated(member, *gap)
             gap = None
         members.append(member)
-    return owner.with_changes(body=block.with_changes(body=members))
+    return members
 
 
 def _separated(
