@@ -19,10 +19,8 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import multiprocessing
 import os
 import signal
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from . import verdict_cache
@@ -112,12 +110,17 @@ def _rewritten(
     order = sorted(files, key=lambda p: (-len(files[p][0]), p))
     jobs = []
     for path in order:
-        data, source, judgement = files[path]
+        data, source, judged = files[path]
+        judgement = [(edit, edit.pinned(source, hunks)) for edit, hunks in judged]
         regions = writers.plan(source, judgement, direction)
         jobs.append((str(root), path, data, _by_index(judgement), regions, direction))
     workers = min(_jobs(), len(jobs))
     if workers < 2:
         return {job[1]: _write(*job) for job in jobs}
+    # Loaded only to write: a check never starts a process.
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
     context = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(workers, mp_context=context, initializer=_leave_signals) as pool:
         futures = [pool.submit(_write, *job) for job in jobs]

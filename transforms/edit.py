@@ -18,7 +18,7 @@ import enum
 from collections.abc import Callable, Sequence
 from typing import ClassVar, TypeVar
 
-from .source import Path, Source
+from .source import Path, Source, Step
 from .vocabulary import Direction, EditReport, HunkVerdict, State
 
 
@@ -32,7 +32,7 @@ class Role(enum.Enum):
     SWITCH = "switch"
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class Hunk:
     name: str
     #: Where it lives, found by structure (never by text); `--explain` says it.
@@ -45,7 +45,7 @@ class Hunk:
     why: str
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
+@dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
 class Site:
     """Where the judge found a hunk: the statement it rewrites or anchors on.
 
@@ -58,8 +58,34 @@ class Site:
 
     path: Path
 
+    def paths(self) -> list[Path]:
+        """Every path the site holds: its own and those of its other fields."""
+        found = []
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if _is_path(value):
+                found.append(value)
+            elif isinstance(value, tuple) and value and all(_is_path(v) for v in value):
+                found.extend(value)
+        return found
 
-@dataclasses.dataclass(frozen=True)
+    def with_paths(self, change: Callable[[Path], Path]) -> Site:
+        """The site with `change` made to each of its paths."""
+        changes: dict[str, object] = {}
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if _is_path(value):
+                changes[field.name] = change(value)
+            elif isinstance(value, tuple) and value and all(_is_path(v) for v in value):
+                changes[field.name] = tuple(change(v) for v in value)
+        return dataclasses.replace(self, **changes)
+
+
+def _is_path(value: object) -> bool:
+    return isinstance(value, tuple) and bool(value) and all(isinstance(s, Step) for s in value)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
 class Judged:
     """One hunk judged: its state, why it drifted, and where it is."""
 
@@ -101,7 +127,7 @@ Judge = Callable[[Source], dict[str, Judged]]
 BeforeUndo = Callable[[Source, dict[str, Judged]], dict[str, Judged]]
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class Edit:
     name: str
     #: Relative to the directory that contains `vllm/`.
@@ -124,6 +150,16 @@ class Edit:
         names = [h.name for h in self.hunks]
         assert list(judged) == names, (self.name, list(judged), names)
         return judged
+
+    def pinned(self, source: Source, judged: dict[str, Judged]) -> dict[str, Judged]:
+        """The judged hunks with their sites pinned to what they mean there
+        (what a writer checks before it rewrites)."""
+        return {
+            name: dataclasses.replace(j, site=j.site.with_paths(source.pin))
+            if j.site is not None
+            else j
+            for name, j in judged.items()
+        }
 
     def report(self, judged: dict[str, Judged]) -> EditReport:
         return EditReport(

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import hashlib
 import re
 from collections.abc import Callable, Iterator, Sequence
+from typing import NamedTuple
 
 from .meaning import meaning
 
@@ -24,8 +24,7 @@ DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
-@dataclasses.dataclass(frozen=True)
-class Step:
+class Step(NamedTuple):
     """One step down: the statement at `index` of the owner's list `field`."""
 
     field: str
@@ -35,19 +34,24 @@ class Step:
     kind: str
     #: The name of a `def` or `class`; empty for anything else.
     name: str = ""
-    #: A digest of what the statement means (see `meaning.py`), on the last
-    #: step of a pinned path: the writer rewrites only what was judged.
+    #: On the last step of a pinned path, a digest of what the statement
+    #: means (see `meaning.py`), so that the writer rewrites only what was
+    #: judged; PIN until `pin` has worked it out.
     meaning: str = ""
 
 
 Path = tuple[Step, ...]
+#: A pin not worked out yet: a command that writes nothing never needs it.
+PIN = "?"
 
 
 def digest(node: ast.AST) -> str:
+    import hashlib  # loaded only by a command that writes
+
     return hashlib.blake2b(meaning(node).encode(), digest_size=12).hexdigest()
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class Found:
     """A node of the file and the path to it (the module's path is empty)."""
 
@@ -87,18 +91,15 @@ class Found:
                 yield from child._below()
 
     def pinned(self) -> Path:
-        """The path with what the node means, for the writer to check."""
-        if not self.path:
-            return self.path
-        last = self.path[-1]
-        if isinstance(self.node, ast.ClassDef):
+        """The path, to be pinned to what the node means (see `pin`)."""
+        if not self.path or isinstance(self.node, ast.ClassDef):
             # A class is known by its name; its members are judged one by one.
             return self.path
-        return (*self.path[:-1], dataclasses.replace(last, meaning=digest(self.node)))
+        return (*self.path[:-1], self.path[-1]._replace(meaning=PIN))
 
 
 def _step(field: str, index: int, node: ast.AST) -> Step:
-    return Step(field, index, type(node).__name__, getattr(node, "name", "") or "")
+    return Step(field, index, type(node).__name__, node.name if isinstance(node, DEFINITIONS) else "")
 
 
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n|$)")
@@ -125,6 +126,12 @@ class Source:
         for step in path:
             found = found.statements(step.field)[step.index]
         return found
+
+    def pin(self, path: Path) -> Path:
+        """The path with its pin worked out."""
+        if not path or path[-1].meaning != PIN:
+            return path
+        return (*path[:-1], path[-1]._replace(meaning=digest(self.at(path).node)))
 
     def line(self, number: int) -> bytes:
         """Line `number` (from 1), as UTF-8, the encoding of the parser's offsets."""

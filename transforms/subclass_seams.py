@@ -98,7 +98,7 @@ MODEL = Hunk(
 )
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class Seam:
     owner: str  # the class that gains the attribute
     attribute: str
@@ -126,7 +126,7 @@ MODEL_SEAM = Seam(
 SEAMS = (LAYER_SEAM, MODEL_SEAM)
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
+@dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
 class Attribute(Site):
     """The first statement of the class body: the attribute goes first in the
     class (after a docstring), and a removed one that stood there gives its
@@ -138,7 +138,7 @@ class Attribute(Site):
     bindings: tuple[Path, ...] = ()
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
+@dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
 class Construction(Site):
     """The assignment whose constructor the seam reroutes."""
 

@@ -69,7 +69,8 @@ class Writer:
 
         text = tree.code
         source = Source(text)
-        judgement = [(self.EDIT, self.EDIT.judged(source, self.direction))]
+        judged = self.EDIT.judged(source, self.direction)
+        judgement = [(self.EDIT, self.EDIT.pinned(source, judged))]
         drifted = [h for h in self.EDIT.report(judgement[0][1]).hunks if h.state is State.DRIFT]
         if drifted:
             raise EditRefused(self.EDIT.name, self.EDIT.path, drifted)

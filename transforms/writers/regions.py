@@ -34,7 +34,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from ..edit import Edit, Judged, Site
+from ..edit import Edit, Judged
 from ..source import Path, Source, Step
 from ..vocabulary import Direction
 from .protocol import rewrite_order
@@ -45,7 +45,7 @@ _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 WRAPPER = "_"
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class Regions:
     """Where a file is rewritten, and the style libcst reads in it whole."""
 
@@ -55,7 +55,7 @@ class Regions:
     regions: tuple[Region, ...]
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class Region:
     #: The lines parsed (from 1, both included).
     first: int
@@ -81,7 +81,7 @@ def plan(
     module: dict[int, bool] = {}
     members: dict[int, dict[int, bool]] = {}
     for site in sites:
-        for path in site_paths(site):
+        for path in site.paths():
             top = path[0].index
             if len(path) > 1 and isinstance(body[top], ast.ClassDef) and path[1].field == "body":
                 inside = members.setdefault(top, {})
@@ -122,32 +122,16 @@ def plan(
         paths = tuple(
             (path, _rebased(path, owner, start))
             for site in sites
-            for path in site_paths(site)
+            for path in site.paths()
             if _inside(source, path, first, last)
         )
         placed.append(Region(first, last, owner, start, paths))
     # Each site lies in one region, every path of it.
     for site in sites:
-        holding = {i for i, r in enumerate(placed) for p in site_paths(site) if p in dict(r.paths)}
+        holding = {i for i, r in enumerate(placed) for p in site.paths() if p in dict(r.paths)}
         if len(holding) != 1:
             return None
     return Regions(*_style(source), tuple(placed))
-
-
-def site_paths(site: Site) -> list[Path]:
-    """Every path a site holds: its own and those of its other fields."""
-    found = []
-    for field in dataclasses.fields(site):
-        value = getattr(site, field.name)
-        if _is_path(value):
-            found.append(value)
-        elif isinstance(value, tuple) and value and all(_is_path(v) for v in value):
-            found.extend(value)
-    return found
-
-
-def _is_path(value: object) -> bool:
-    return isinstance(value, tuple) and bool(value) and all(isinstance(s, Step) for s in value)
 
 
 def _runs(block: Sequence[ast.stmt], indices: dict[int, bool]) -> list[tuple[int, int]]:
@@ -193,11 +177,11 @@ def _inside(source: Source, path: Path, first: int, last: int) -> bool:
 def _rebased(path: Path, owner: int | None, start: int) -> Path:
     head, *rest = path
     if owner is None:
-        return (dataclasses.replace(head, index=head.index - start), *rest)
+        return (head._replace(index=head.index - start), *rest)
     member, *deeper = rest
     return (
         Step("body", 0, "ClassDef", WRAPPER),
-        dataclasses.replace(member, index=member.index - start),
+        member._replace(index=member.index - start),
         *deeper,
     )
 
@@ -271,21 +255,9 @@ def rewrite_regions(
         rebased = dict(region.paths)
         for edit, hunk, site in jobs:
             if site.path in rebased:
-                moved = _moved(site, rebased)
+                moved = site.with_paths(rebased.__getitem__)
                 tree = writer_for(edit)(direction=direction).rewrite(tree, hunk, moved)
         code = tree.code
         assert code.startswith(header)
         text = text[: starts[region.first - 1]] + code[len(header) :] + text[starts[region.last] :]
     return text
-
-
-def _moved(site: Site, rebased: dict[Path, Path]) -> Site:
-    """The site with every path rebased into its region."""
-    changes = {}
-    for field in dataclasses.fields(site):
-        value = getattr(site, field.name)
-        if _is_path(value):
-            changes[field.name] = rebased[value]
-        elif isinstance(value, tuple) and value and all(_is_path(v) for v in value):
-            changes[field.name] = tuple(rebased[v] for v in value)
-    return dataclasses.replace(site, **changes)
