@@ -127,7 +127,11 @@ def this_checkout() -> Path:
             (source / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPOSITORY / name, source / name)
 
-    return _install(_cache() / "bench" / f"checkout-{digest.hexdigest()[:12]}", fill)
+    home = _cache() / "bench" / f"checkout-{digest.hexdigest()[:12]}"
+    for stale in home.parent.glob("checkout-*"):
+        if stale != home:
+            shutil.rmtree(stale, ignore_errors=True)
+    return _install(home, fill)
 
 
 def measure(tool: list[str], pristine: Path, scratch: Path, run: int, fork: Path) -> dict:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Callable, Sequence
-from typing import ClassVar, TypeVar
+from typing import ClassVar, NamedTuple, TypeVar
 
 from .source import Path, Source, Step
 from .vocabulary import Direction, EditReport, HunkVerdict, State
@@ -85,8 +85,7 @@ def _is_path(value: object) -> bool:
     return isinstance(value, tuple) and bool(value) and all(isinstance(s, Step) for s in value)
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
-class Judged:
+class Judged(NamedTuple):
     """One hunk judged: its state, why it drifted, and where it is."""
 
     state: State
@@ -155,7 +154,7 @@ class Edit:
         """The judged hunks with their sites pinned to what they mean there
         (what a writer checks before it rewrites)."""
         return {
-            name: dataclasses.replace(j, site=j.site.with_paths(source.pin))
+            name: j._replace(site=j.site.with_paths(source.pin))
             if j.site is not None
             else j
             for name, j in judged.items()

@@ -11,7 +11,6 @@ and checks at every step that it stands where the judge stood.
 from __future__ import annotations
 
 import ast
-import dataclasses
 import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple
@@ -51,8 +50,7 @@ def digest(node: ast.AST) -> str:
     return hashlib.blake2b(meaning(node).encode(), digest_size=12).hexdigest()
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
-class Found:
+class Found(NamedTuple):
     """A node of the file and the path to it (the module's path is empty)."""
 
     node: ast.AST
