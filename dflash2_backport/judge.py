@@ -1,15 +1,16 @@
 """Judge the target files, and rewrite those a command changes.
 
-1. Every file is read and must be valid in its declared encoding (a PEP 263
-   cookie, else UTF-8).
+1. Every file is read.
 2. A file judged before, in this content, in this direction and by these
    judges, is answered from the verdict cache.
-3. Otherwise each edit's judge (Python's own parser) judges it. `check`,
+3. Any other must be valid in its declared encoding (a PEP 263 cookie, else
+   UTF-8), and each edit's judge (Python's own parser) judges it. `check`,
    `apply` and `revert` judge alike; libcst is not loaded.
 4. When the command writes and nothing drifted anywhere, each file with
    hunks to rewrite goes to the libcst writers, and the bytes they return
    are judged once more, as the bytes about to be written: they must parse,
-   and every hunk must read applied after `apply`, pending after `revert`.
+   and every hunk rewritten must read applied after `apply`, pending after
+   `revert` (a bug otherwise, and nothing is written).
    Two or more files are rewritten by a pool of processes forked once libcst
    is loaded, one per core up to two (DFLASH2_BACKPORT_JOBS sets it); one
    file, or one core, is rewritten here.
@@ -52,16 +53,17 @@ def judge(
     and where nothing drifted, the rewritten bytes of the files that change."""
     paths = transforms.target_files()
     originals = {path: _read(root / path) for path in paths}
-    texts = {path: decode_source(root / path, originals[path]) for path in paths}
     judges = verdict_cache.judges_digest(JUDGES_DIRECTORY)
 
     reports: dict[str, list[EditReport]] = {}
     judged: dict[str, tuple[Source, Judgement]] = {}
     for path in paths:
         data = originals[path]
+        # A remembered file was decoded when it was judged: its bytes are
+        # the key.
         edits = verdict_cache.lookup(judges, direction, path, data) if use_cache else None
         if edits is None:
-            judged[path] = _judged(root, path, texts[path], direction)
+            judged[path] = _judged(root, path, decode_source(root / path, data), direction)
             edits = [edit.report(hunks) for edit, hunks in judged[path][1]]
             if use_cache:
                 verdict_cache.store(judges, direction, path, data, edits)
@@ -75,7 +77,8 @@ def judge(
     ]
     for path in to_write:
         if path not in judged:  # answered from the cache: the sites are wanted now
-            judged[path] = _judged(root, path, texts[path], direction)
+            text = decode_source(root / path, originals[path])
+            judged[path] = _judged(root, path, text, direction)
     patched = _rewritten(root, {p: (originals[p], *judged[p]) for p in to_write}, direction)
     return [JudgedFile(p, originals[p], reports[p], patched.get(p)) for p in paths]
 

@@ -5,7 +5,8 @@ The floor is a bare Python process that imports libcst and parses the seven
 target files: the least any libcst-based tool has to do. Each command runs in
 a fresh process of the console script, several times; the median
 counts, and each figure is a ratio to the floor measured in the same run, so
-a loaded machine skews them less. The runs alternate between the two tools.
+a loaded machine skews them less; CPU time (the command's and its workers')
+is shown beside wall time, as load moves it least. The runs alternate between the two tools.
 `apply` runs on a fresh pristine copy every time. `check` is timed cold (an
 empty verdict cache), warm (the same files checked before) and as a
 pre-commit hook sees a fork: a patched source tree checked before, then a
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -57,8 +59,10 @@ TARGET_RATIO = {
 BEFORE = "a3b1aef"
 
 
-def timed(command: list[str], expect: int, cache: Path) -> float:
+def timed(command: list[str], expect: int, cache: Path) -> tuple[float, float]:
+    """Wall time, and CPU time (the command's and its workers'), in seconds."""
     environment = dict(os.environ, DFLASH2_BACKPORT_CACHE_DIR=str(cache))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     # Run from a neutral directory: `-m` and a checkout in the working
     # directory would shadow the installed tool.
@@ -66,12 +70,14 @@ def timed(command: list[str], expect: int, cache: Path) -> float:
         command, capture_output=True, env=environment, cwd=tempfile.gettempdir()
     )
     elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if result.returncode != expect:
         sys.exit(
             f"{' '.join(command)} exited {result.returncode}, expected {expect}:\n"
             f"{result.stdout.decode()}{result.stderr.decode()}"
         )
-    return elapsed
+    return elapsed, cpu
 
 
 def _cache() -> Path:
@@ -134,7 +140,9 @@ def this_checkout() -> Path:
     return _install(home, fill)
 
 
-def measure(tool: list[str], pristine: Path, scratch: Path, run: int, fork: Path) -> dict:
+def measure(
+    tool: list[str], pristine: Path, scratch: Path, run: int, fork: Path
+) -> dict[str, tuple[float, float]]:
     """One sample of each command for one tool."""
     samples = {}
     cold = scratch / f"cold-{run}"
@@ -172,10 +180,10 @@ def main() -> None:
     tools = {name: [str(python.with_name("dflash2-backport"))] for name, python in pythons.items()}
     # The floor runs on this checkout's venv: the same Python and libcst.
     floor_python = str(pythons["this checkout"])
-    samples: dict[str, dict[str, list[float]]] = {
+    samples: dict[str, dict[str, list[tuple[float, float]]]] = {
         name: {label: [] for label in TARGET_RATIO} for name in tools
     }
-    floors: list[float] = []
+    floors: list[tuple[float, float]] = []
     with tempfile.TemporaryDirectory() as scratch_name:
         scratch = Path(scratch_name)
         pristine = make_site("0.27.1", scratch / "pristine")
@@ -194,21 +202,24 @@ def main() -> None:
                 place.mkdir()
                 for label, value in measure(tool, pristine, place, run, forks[name]).items():
                     samples[name][label].append(value)
-    floor = statistics.median(floors)
+    floor = statistics.median(wall for wall, _ in floors)
+    floor_cpu = statistics.median(cpu for _, cpu in floors)
     before, after = tools
     print(f"vLLM 0.27.1, the seven target files; median of {args.runs} fresh processes each")
-    print(f"  {'floor: import libcst + parse':<28} {floor:6.3f} s")
-    print(f"  {'':<28} {before:>20} {after:>20}   target")
+    print(f"  {'floor: import libcst + parse':<28} {floor:6.3f} s wall, {floor_cpu:6.3f} s CPU")
+    print(f"  {'':<28} {before:>26} {after:>26}   target (wall)")
+    print(f"  {'':<28} {'wall':>19} {'CPU':>6} {'wall':>19} {'CPU':>6}")
     met = True
     for label, target in TARGET_RATIO.items():
         cells = []
         for name in tools:
-            median = statistics.median(samples[name][label])
-            cells.append(f"{median:6.3f} s {median / floor:5.2f}x")
-        ratio = statistics.median(samples[after][label]) / floor
+            wall = statistics.median(w for w, _ in samples[name][label])
+            cpu = statistics.median(c for _, c in samples[name][label])
+            cells.append(f"{wall:6.3f} s {wall / floor:5.2f}x {cpu / floor_cpu:5.2f}x")
+        ratio = statistics.median(w for w, _ in samples[after][label]) / floor
         met &= ratio <= target
         verdict = "met" if ratio <= target else "missed"
-        print(f"  {label:<28} {cells[0]:>20} {cells[1]:>20}   {target}x {verdict}")
+        print(f"  {label:<28} {cells[0]:>26} {cells[1]:>26}   {target}x {verdict}")
     # A report, not a test: the machine's load moves these figures.
     print("all targets met" if met else "some targets missed")
 
