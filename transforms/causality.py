@@ -71,7 +71,7 @@ HUNK = Hunk(
 )
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
+@dataclasses.dataclass(kw_only=True, eq=False)
 class Causal(Site):
     """The function; the `if` that returns the `dflash_config.causal`
     override and that `return`; and, applied, the `if` that returns

@@ -104,7 +104,7 @@ HOOK_METHOD = Hunk(
 )
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
+@dataclasses.dataclass(kw_only=True, eq=False)
 class Allocation(Site):
     """The allocation of self.draft_logits; applied, the lookup right
     before it too (the lookup is then `path`, the allocation `allocation`)."""

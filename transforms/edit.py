@@ -45,11 +45,13 @@ class Hunk:
     why: str
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
+@dataclasses.dataclass(kw_only=True, eq=False)
 class Site:
     """Where the judge found a hunk: the statement it rewrites or anchors on.
 
-    Edits that need more (an index, the names to import) subclass it.
+    Edits that need more (an index, the names to import) subclass it. A
+    value: nothing changes a site once made (not frozen only because a
+    frozen dataclass costs every command more to define).
     """
 
     #: The writer rewrites only inside the statement at `path`, never the

@@ -92,7 +92,7 @@ HUNK = Hunk(
 )
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
+@dataclasses.dataclass(kw_only=True, eq=False)
 class Functions(Site):
     """Applied: the function, and any further definition of it, to remove."""
 

@@ -38,7 +38,7 @@ HUNK = Hunk(
 )
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
+@dataclasses.dataclass(kw_only=True, eq=False)
 class Entry(Site):
     """The table's statement; the anchor's position among its entries
     (pending) or the DFlash2 entry's (applied); the quote the anchor's key

@@ -130,7 +130,7 @@ DETECTION = Hunk(
 )
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
+@dataclasses.dataclass(kw_only=True, eq=False)
 class Arm(Site):
     """The dflash arm (an `if`, or an `elif` of the chain), and the quote
     its test writes "dflash" with."""

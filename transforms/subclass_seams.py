@@ -33,6 +33,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import textwrap
+from typing import NamedTuple
 
 from .edit import Edit, Hunk, Judged, Role, Site, applied, drift, exactly_one, pending
 from .judging import is_attribute
@@ -98,8 +99,7 @@ MODEL = Hunk(
 )
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
-class Seam:
+class Seam(NamedTuple):
     owner: str  # the class that gains the attribute
     attribute: str
     value: str  # the class 0.27.1 hard-codes; also the attribute's value
@@ -126,7 +126,7 @@ MODEL_SEAM = Seam(
 SEAMS = (LAYER_SEAM, MODEL_SEAM)
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
+@dataclasses.dataclass(kw_only=True, eq=False)
 class Attribute(Site):
     """The first statement of the class body: the attribute goes first in the
     class (after a docstring), and a removed one that stood there gives its
@@ -138,7 +138,7 @@ class Attribute(Site):
     bindings: tuple[Path, ...] = ()
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
+@dataclasses.dataclass(kw_only=True, eq=False)
 class Construction(Site):
     """The assignment whose constructor the seam reroutes."""
 

@@ -177,14 +177,14 @@ METHOD_HUNK = Hunk(
 )
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
+@dataclasses.dataclass(kw_only=True, eq=False)
 class Imports(Site):
     """`import torch`, and the names to import right before it."""
 
     missing: tuple[str, ...]
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
+@dataclasses.dataclass(kw_only=True, eq=False)
 class Helpers(Site):
     """The `current_platform` import, the last import of its block (the
     helpers go after it), and whether `has_flashinfer` must be imported."""
@@ -193,7 +193,7 @@ class Helpers(Site):
     import_has_flashinfer: bool
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
+@dataclasses.dataclass(kw_only=True, eq=False)
 class Removal(Site):
     """Module-level statements that undoing removes: `path` and `more`."""
 
