@@ -258,3 +258,21 @@ def test_the_wheel_carries_every_judge_and_writer(tmp_path: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     for path in TRANSFORMS.rglob("*.py"):
         assert f"dflash2_backport/transforms/{path.relative_to(TRANSFORMS)}" in names, path
+
+
+def _imports(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_only_the_writers_import_libcst_and_the_edits_import_nothing_of_the_tool() -> None:
+    package = Path(dflash2_backport.__file__).parent
+    for path in [*package.glob("*.py"), *TRANSFORMS.glob("*.py")]:
+        assert "libcst" not in _imports(path), path
+    for path in TRANSFORMS.rglob("*.py"):
+        assert "dflash2_backport" not in _imports(path), path

@@ -38,6 +38,10 @@ def rewritten(
     return tree
 
 
+class Unparsable(Exception):
+    """libcst cannot parse a file that Python's parser can."""
+
+
 def rewrite(
     data: bytes,
     judged: Sequence[tuple[Edit, dict[str, Judged]]],
@@ -51,7 +55,11 @@ def rewrite(
         text = rewrite_regions(data.decode(encoding), judged, direction, regions)
         if text is not None:
             return text.encode(encoding)
-    return rewritten(cst.parse_module(data), judged, direction).bytes
+    try:
+        tree = cst.parse_module(data)
+    except cst.ParserSyntaxError as error:
+        raise Unparsable(f"line {error.raw_line}: {error.message}") from None
+    return rewritten(tree, judged, direction).bytes
 
 
 __all__ = [
@@ -59,6 +67,7 @@ __all__ = [
     "Regions",
     "Misjudged",
     "SiteMoved",
+    "Unparsable",
     "Writer",
     "plan",
     "rewrite",
