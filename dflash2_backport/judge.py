@@ -31,9 +31,8 @@ from .safe_files import decode_source
 from .verdicts import Direction, EditReport, State
 
 Source = transforms.source.Source
-
-#: Judged hunks of each edit of one file, as the judges give them.
-Judgement = list  # of (Edit, {hunk name: Judged})
+#: Each edit of one file with its judged hunks, as the judges give them.
+Judgement = list[tuple[transforms.Edit, dict[str, transforms.Judged]]]
 JUDGES_DIRECTORY = Path(transforms.__file__).parent
 
 
