@@ -276,3 +276,45 @@ def test_only_the_writers_import_libcst_and_the_edits_import_nothing_of_the_tool
         assert "libcst" not in _imports(path), path
     for path in TRANSFORMS.rglob("*.py"):
         assert "dflash2_backport" not in _imports(path), path
+
+
+# -- what the declarations tell people ------------------------------------------
+
+
+def test_explain_says_each_hunks_place_reason_and_code() -> None:
+    from typer.testing import CliRunner
+
+    from dflash2_backport.cli import app
+    from dflash2_backport.transforms.registry import ENTRY_VALUE, HUNK
+
+    result = CliRunner().invoke(app, ["--explain", "registry"])
+    assert result.exit_code == 0
+    assert f"where: {HUNK.where}" in result.output
+    assert "`DFlash2DraftModel` resolves to the new module;" in result.output
+    assert ENTRY_VALUE in result.output
+
+
+def test_explain_of_an_unknown_edit_names_the_known_ones() -> None:
+    from typer.testing import CliRunner
+
+    from dflash2_backport.cli import app
+
+    result = CliRunner().invoke(app, ["--explain", "regsitry"])
+    assert result.exit_code == 2
+    (line,) = result.output.splitlines()
+    assert "'regsitry'" in line and "registry, vocab-parallel-topk" in line
+
+
+@pytest.mark.wheels
+def test_the_json_report_gives_each_hunks_why(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from dflash2_backport.cli import app
+    from tests.trees import make_site
+
+    site = make_site("0.27.1", tmp_path / "site")
+    result = CliRunner().invoke(app, ["check", "--site-packages", str(site), "--json"])
+    reported = {
+        (e["edit"], h["hunk"]): h["why"] for e in json.loads(result.output)["edits"] for h in e["hunks"]
+    }
+    assert reported == {(e.name, h.name): h.why for e in EDITS for h in e.hunks}
