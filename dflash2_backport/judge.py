@@ -161,16 +161,12 @@ def _write(
     """The file rewritten (the regions its hunks touch, where they can be
     parsed alone), and checked as it will be written."""
     writers = _writers()
-    import libcst
-
     file = Path(root) / path
     judgement = [(EDITS[index], hunks) for index, hunks in judged]
     try:
         patched = writers.rewrite(data, judgement, direction, regions)
-    except libcst.ParserSyntaxError as error:
-        raise BackportError(
-            f"{file}: does not parse (line {error.raw_line}: {error.message}); fix the file first"
-        ) from None
+    except writers.Unparsable as error:
+        raise BackportError(f"{file}: does not parse ({error}); fix the file first") from None
     except writers.SiteMoved as error:
         raise BackportError(f"{file}: {error}; nothing was written; please report this") from None
     problem = transforms.misjudged(decode_source(file, patched), judgement, direction)

@@ -66,7 +66,10 @@ def _rewrites(site: Path, direction: Direction) -> None:
         data = (site / path).read_bytes()
         text = decode_source(path, data)
         source = transforms.source.Source(text)
-        judged = transforms.judge_file(path, source, direction)
+        judged = [
+            (edit, edit.pinned(source, hunks))
+            for edit, hunks in transforms.judge_file(path, source, direction)
+        ]
         regions = writers.plan(source, judged, direction)
         assert regions is not None and regions.regions, path
         assert rewrite_regions(text, judged, direction, regions) is not None, path

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 
 import libcst as cst
 
-from ..source import Path, Step, digest
+from ..source import PIN, Path, Step, digest
 
 #: Compound statements, by the name of their class in Python's `ast`.
 _COMPOUND: dict[str, type[cst.CSTNode]] = {
@@ -209,5 +209,6 @@ def _means(tree: cst.Module, node: cst.CSTNode, step: Step) -> bool:
     """Whether the node means what the judge judged there."""
     if not step.meaning:
         return True
+    assert step.meaning != PIN, "a site is pinned (Edit.pinned) before it is written"
     (parsed,) = ast.parse(tree.code_for_node(node)).body
     return digest(parsed) == step.meaning
