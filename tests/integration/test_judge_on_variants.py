@@ -2,7 +2,8 @@
 `apply` (verdicts, then the libcst writers and the check of what they
 wrote) give the same verdicts: one judge serves every command. A cosmetic
 variant is pending in every hunk; a semantic one drifts in the edit it
-changed, and nothing else is written for it."""
+changed, and nothing else is written for it. Rewriting only the regions
+the hunks touch writes what rewriting whole files writes, both ways."""
 
 from __future__ import annotations
 

@@ -9,6 +9,12 @@ backwards. On a file the forward patched, the backward gives back the
 original byte for byte; on a file patched some other way, 0.27.1's code by
 meaning.
 
+The tree a writer gets may hold only part of the file (regions.py): the
+statements its sites point at, with the one before and the one after each,
+in the module or in a module-level class's body. A writer that works only
+inside the statement its site points at says so (`Site.within`), and its
+neighbours are left out.
+
 A writer has the interface of libcst's `Codemod` (built with an optional
 `CodemodContext`, run by `transform_module`), so `CodemodTest` drives it,
 but does not inherit from it: `libcst.codemod` imports `libcst.matchers`,
