@@ -244,7 +244,9 @@ def _execute(
         )
         report.plan = plan
         if diff:
-            report.diff = plan.diff(modules_whole=diff_modules)
+            from .diff import unified
+
+            report.diff = unified(plan, modules_whole=diff_modules)
         return plan
 
     def finishing_plan(direction: Direction):
@@ -433,6 +435,23 @@ def _version(value: bool) -> None:
         raise typer.Exit(0)
 
 
+def _explain(name: Optional[str]) -> None:
+    if name is None:
+        return
+    from .edits import catalogue
+
+    text = catalogue().explain(name)
+    if text is None:
+        print(
+            f"dflash2-backport: error: no edit is called {name!r}; the edits are "
+            + ", ".join(catalogue().names()),
+            file=sys.stderr,
+        )
+        raise typer.Exit(2)
+    print(text, end="")
+    raise typer.Exit(0)
+
+
 @app.callback()
 def _options(
     version: Annotated[
@@ -444,6 +463,16 @@ def _options(
             help="print the version and exit",
         ),
     ] = False,
+    explain: Annotated[
+        Optional[str],
+        typer.Option(
+            "--explain",
+            metavar="EDIT",
+            callback=_explain,
+            is_eager=True,
+            help="say what an edit changes, where and why, and exit",
+        ),
+    ] = None,
 ) -> None:
     """Backport DFlash2 speculative decoding to vLLM 0.27.1 (and 0.27.0)."""
 

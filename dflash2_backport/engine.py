@@ -1,16 +1,14 @@
 """Judge every edit and module, and compute what a command would write.
 
 The plan is a value: every file's verdicts, and (when the caller will write
-or diff) every change in commit order, parse-checked, with vLLM's RECORD
-already reconciled. Nothing here writes; `commit.commit` does, all or
-nothing.
+or diff) every change in commit order, each rewrite judged again as written
+(see judge.py), with vLLM's RECORD already reconciled. Nothing here writes;
+`commit.commit` does, all or nothing; diff.py shows it.
 """
 
 from __future__ import annotations
 
-import ast
 import dataclasses
-import difflib
 import stat
 from pathlib import Path
 
@@ -18,9 +16,9 @@ from . import record
 from .commit import Change
 from .errors import BackportError
 from .installer import ModulePlan, plan_module_removal, plan_modules
-from .judge import FileVerdict, judge
+from .judge import JudgedFile, judge
 from .layout import MODULE_FILES, TARGET_FILES, commit_rank
-from .safe_files import check_path, decode_source, read_regular
+from .safe_files import check_path, read_regular
 from .verdicts import Direction, EditReport, State
 
 
@@ -61,37 +59,6 @@ class Plan:
             or self.record_state is State.PENDING
         )
 
-    def diff(self, modules_whole: bool = False) -> str:
-        """The unified diff of every change. The new modules are hundreds of
-        lines the user did not write and cannot review against anything, so
-        unless `modules_whole`, each is one comment line after the diff,
-        which `patch` and `git apply` skip."""
-        chunks, summaries = [], []
-        for change in self.changes:
-            if change.path in MODULE_FILES and not modules_whole:
-                data = change.after if change.after is not None else change.before
-                lines = len(_lines(change.path, data))
-                what = "new file" if change.after is not None else "removed"
-                summaries.append(
-                    f"# {change.path}: {what}, {lines} lines (--diff-modules shows it)\n"
-                )
-                continue
-            chunks.extend(
-                difflib.unified_diff(
-                    _lines(change.path, change.before),
-                    _lines(change.path, change.after),
-                    fromfile=f"a/{change.path}" if change.before is not None else "/dev/null",
-                    tofile=f"b/{change.path}" if change.after is not None else "/dev/null",
-                )
-            )
-        return "".join(chunks + summaries)
-
-
-def _lines(path: str, data: bytes | None) -> list[str]:
-    if data is None:
-        return []
-    return decode_source(path, data).splitlines(keepends=True)
-
 
 def make_plan(
     root: Path,
@@ -102,7 +69,7 @@ def make_plan(
     notes: tuple[str, ...] = (),
 ) -> Plan:
     """Judge every hunk and module. `need_changes`: the caller will write or
-    diff, so the changes are computed (and parse-checked) too."""
+    diff, so the changes are computed (and checked as written) too."""
     _refuse_what_is_not_a_plain_file(root, record_file)
     modules = tuple(
         plan_modules(root) if direction is Direction.APPLY else plan_module_removal(root)
@@ -130,7 +97,7 @@ def make_plan(
     return dataclasses.replace(plan, record_state=record_state, changes=changes)
 
 
-def _files_after(plan: Plan, files: list[FileVerdict]) -> dict[str, bytes | None]:
+def _files_after(plan: Plan, files: list[JudgedFile]) -> dict[str, bytes | None]:
     """Every file the backport owns, as the command leaves it: the bytes the
     verdicts were made from, or their rewrite."""
     after: dict[str, bytes | None] = {
@@ -143,16 +110,13 @@ def _files_after(plan: Plan, files: list[FileVerdict]) -> dict[str, bytes | None
 
 def _changes(
     plan: Plan,
-    files: list[FileVerdict],
+    files: list[JudgedFile],
     record_before: bytes | None,
     record_after: bytes | None,
 ) -> tuple[Change, ...]:
     changes = []
     for file in files:
-        if file.patched is None:
-            continue
-        _check_parses(plan.root / file.path, file.patched)
-        if file.patched != file.original:
+        if file.patched is not None and file.patched != file.original:
             changes.append(Change(file.path, file.original, file.patched))
     for module in plan.modules:
         if plan.module_to_do(module):
@@ -163,16 +127,6 @@ def _changes(
         relative = str(plan.record.relative_to(plan.root))
         changes.append(Change(relative, record_before, record_after))
     return tuple(changes)
-
-
-def _check_parses(path: Path, source: bytes) -> None:
-    try:
-        ast.parse(source, filename=str(path))
-    except SyntaxError as error:  # a bug in a codemod, never the user's file
-        raise BackportError(
-            f"{path}: the patched file would not parse ({error.msg}, line {error.lineno}); "
-            "nothing was written; please report this"
-        ) from None
 
 
 def _refuse_what_is_not_a_plain_file(root: Path, record_file: Path | None) -> None:

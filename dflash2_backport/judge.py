@@ -1,22 +1,19 @@
-"""Judge the target files, each as cheaply as its answer allows.
+"""Judge the target files, and rewrite those a command changes.
 
-1. Every file is read and must be valid in its declared encoding (a PEP 263
-   cookie, else UTF-8).
-2. A file judged before, in this content and by these codemods, is answered
-   from the verdict cache.
-3. Otherwise the quick judge (`transforms/_quick.py`, Python's own parser)
-   judges it, in the apply direction; where it is sure of every hunk, that
-   is the answer, and libcst is never loaded.
-4. A file that must be rewritten, that drifted, or that the quick judge is
-   unsure of goes to the libcst codemods, on two cores when there are two:
-   once libcst and the codemods are loaded, a forked worker parses and
-   judges a share of the files (split by size) while this process does the
-   rest. Without fork, or with DFLASH2_BACKPORT_JOBS=1, one process does it.
-
-Where the quick judge and a codemod both judged a hunk, they must agree; a
-disagreement is a bug in one of them and stops the command. Where only the
-quick judge ran (nothing to rewrite), its answer stands: the codemods' unit
-tables hold it to their verdicts case by case.
+1. Every file is read.
+2. A file judged before, in this content, in this direction and by these
+   judges, is answered from the verdict cache.
+3. Any other must be valid in its declared encoding (a PEP 263 cookie, else
+   UTF-8), and each edit's judge (Python's own parser) judges it. `check`,
+   `apply` and `revert` judge alike; libcst is not loaded.
+4. When the command writes and nothing drifted anywhere, each file with
+   hunks to rewrite goes to the libcst writers, and the bytes they return
+   are judged once more, as the bytes about to be written: they must parse,
+   and every hunk rewritten must read applied after `apply`, pending after
+   `revert` (a bug otherwise, and nothing is written).
+   Two or more files are rewritten by a pool of processes forked once libcst
+   is loaded, one per core up to two (DFLASH2_BACKPORT_JOBS sets it); one
+   file, or one core, is rewritten here.
 """
 
 from __future__ import annotations
@@ -24,35 +21,23 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import os
-import pickle
-import traceback
+import signal
 from pathlib import Path
 
 from . import verdict_cache
+from .edits import EDITS, transforms
 from .errors import BackportError
 from .safe_files import decode_source
-from .verdicts import Direction, EditReport, HunkVerdict, State
+from .verdicts import Direction, EditReport, State
 
-# The codemods live in the repository's top-level transforms/, which the
-# wheel and the editable install map to dflash2_backport.transforms; this is
-# the one place the engine reaches them. A source checkout on sys.path that
-# was never installed has only the top-level package. The quick judge and
-# the codemods are imported from it when first needed, so that a cached
-# answer loads neither.
-try:
-    from .transforms import hunks
-    from . import transforms
-except ModuleNotFoundError as missing:
-    if missing.name != f"{__package__}.transforms":
-        raise
-    import transforms  # type: ignore[no-redef]
-    from transforms import hunks  # type: ignore[no-redef]
-
-CODEMODS_DIRECTORY = Path(transforms.__file__).parent
+Source = transforms.source.Source
+#: Each edit of one file with its judged hunks, as the judges give them.
+Judgement = list[tuple[transforms.Edit, dict[str, transforms.Judged]]]
+JUDGES_DIRECTORY = Path(transforms.__file__).parent
 
 
 @dataclasses.dataclass(frozen=True)
-class FileVerdict:
+class JudgedFile:
     path: str
     original: bytes
     edits: list[EditReport]
@@ -62,151 +47,132 @@ class FileVerdict:
 
 def judge(
     root: Path, want_bytes: bool, direction: Direction, use_cache: bool = True
-) -> list[FileVerdict]:
-    """Every target file's verdicts, in upstream order.
-
-    Reverting, the verdicts are those of the codemods' inverses and the
-    patched bytes are the file with its applied hunks undone.
-    """
-    paths = list(dict.fromkeys(edit.path for edit in hunks.EDITS))
+) -> list[JudgedFile]:
+    """Every target file's verdicts, in upstream order; with `want_bytes`,
+    and where nothing drifted, the rewritten bytes of the files that change."""
+    paths = transforms.target_files()
     originals = {path: _read(root / path) for path in paths}
-    for path in paths:
-        decode_source(root / path, originals[path])
-    codemods = verdict_cache.codemods_digest(CODEMODS_DIRECTORY)
+    judges = verdict_cache.judges_digest(JUDGES_DIRECTORY)
 
-    done: dict[str, FileVerdict] = {}
-    quick: dict[str, dict[str, dict[str, State | None]]] = {}
-    to_rewrite: list[str] = []
+    reports: dict[str, list[EditReport]] = {}
+    judged: dict[str, tuple[Source, Judgement]] = {}
     for path in paths:
         data = originals[path]
-        edits = (
-            verdict_cache.lookup(codemods, direction, path, data) if use_cache else None
-        )
-        if edits is None and direction is Direction.APPLY:
-            quick[path] = _quick_verdicts(path, data)
-            edits = _sure(path, quick[path])
-            if edits is not None and use_cache:
-                verdict_cache.store(codemods, direction, path, data, edits)
-        if edits is not None and not (
-            want_bytes and any(e.has(direction.rewrites) for e in edits)
-        ):
-            done[path] = FileVerdict(path, data, edits, None)
-        else:
-            to_rewrite.append(path)
+        # A remembered file was decoded when it was judged: its bytes are
+        # the key.
+        edits = verdict_cache.lookup(judges, direction, path, data) if use_cache else None
+        if edits is None:
+            judged[path] = _judged(root, path, decode_source(root / path, data), direction)
+            edits = [edit.report(hunks) for edit, hunks in judged[path][1]]
+            if use_cache:
+                verdict_cache.store(judges, direction, path, data, edits)
+        reports[path] = edits
 
-    rewrite = {path: originals[path] for path in to_rewrite}
-    for verdict in _with_codemods(root, rewrite, want_bytes, direction):
-        if direction is Direction.APPLY:
-            if verdict.path not in quick:
-                quick[verdict.path] = _quick_verdicts(verdict.path, verdict.original)
-            _agree(root / verdict.path, quick[verdict.path], verdict.edits)
-        if use_cache:
-            verdict_cache.store(
-                codemods, direction, verdict.path, verdict.original, verdict.edits
-            )
-        done[verdict.path] = verdict
-    return [done[path] for path in paths]
+    refused = any(e.state is State.DRIFT for edits in reports.values() for e in edits)
+    to_write = [
+        path
+        for path in paths
+        if want_bytes and not refused and any(e.has(direction.rewrites) for e in reports[path])
+    ]
+    for path in to_write:
+        if path not in judged:  # answered from the cache: the sites are wanted now
+            text = decode_source(root / path, originals[path])
+            judged[path] = _judged(root, path, text, direction)
+    patched = _rewritten(root, {p: (originals[p], *judged[p]) for p in to_write}, direction)
+    return [JudgedFile(p, originals[p], reports[p], patched.get(p)) for p in paths]
 
 
-# -- the quick judge --------------------------------------------------------
-
-
-def _quick_verdicts(path: str, data: bytes) -> dict[str, dict[str, State | None]]:
-    """Edit name -> hunk name -> quick verdict (None: unsure); empty when
-    Python cannot parse the file."""
-    quick = importlib.import_module("._quick", transforms.__name__)
-    judged = quick.judge_file(path, data)
-    if judged is None:
-        return {}
-    return {edit.name: verdicts for edit, verdicts in judged.items()}
-
-
-def _sure(
-    path: str, quick: dict[str, dict[str, State | None]]
-) -> list[EditReport] | None:
-    """The file's edit reports when the quick judge is sure of every hunk."""
-    reports = []
-    for edit in (e for e in hunks.EDITS if e.path == path):
-        verdicts = quick.get(edit.name, {})
-        states = [verdicts.get(h.name) for h in edit.hunks]
-        if any(state is None for state in states):
-            return None
-        reports.append(
-            EditReport(
-                edit.name,
-                path,
-                edit.description,
-                tuple(HunkVerdict(h.name, s) for h, s in zip(edit.hunks, states)),
-            )
-        )
-    return reports
-
-
-def _agree(
-    path: Path,
-    quick: dict[str, dict[str, State | None]],
-    edits: list[EditReport],
-) -> None:
-    for edit in edits:
-        for hunk in edit.hunks:
-            known = quick.get(edit.edit, {}).get(hunk.hunk)
-            if known is not None and known is not hunk.state:
-                raise BackportError(
-                    f"{path}: {edit.edit}/{hunk.hunk}: Python's parser judges it "
-                    f"{known}, the codemod {hunk.state}; nothing was written; "
-                    "please report this"
-                )
-
-
-# -- the codemods -----------------------------------------------------------
-
-
-def _with_codemods(
-    root: Path, files: dict[str, bytes], want_bytes: bool, direction: Direction
-) -> list[FileVerdict]:
-    if not files:
-        return []
-    if _jobs() < 2 or len(files) < 2:
-        return _judge_share(root, files, want_bytes, direction, 0, 1)
-    # Import before forking: the worker inherits the loaded parser and
-    # codemods instead of spending a second core on loading them again.
-    import libcst  # noqa: F401
-
-    transforms.CODEMODS  # noqa: B018
-
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the worker
-        os.close(read_end)
-        try:
-            payload: tuple = (
-                "ok",
-                _judge_share(root, files, want_bytes, direction, 1, 2),
-            )
-        except BackportError as error:
-            payload = ("error", str(error))
-        except BaseException:  # noqa: BLE001 - reported by the parent
-            payload = ("crash", traceback.format_exc())
-        try:
-            with os.fdopen(write_end, "wb") as pipe:
-                pickle.dump(payload, pipe)
-        finally:
-            os._exit(0)
-    os.close(write_end)
+def _judged(root: Path, path: str, text: str, direction: Direction) -> tuple[Source, Judgement]:
     try:
-        mine = _judge_share(root, files, want_bytes, direction, 0, 2)
-    finally:
-        with os.fdopen(read_end, "rb") as pipe:
-            received = pipe.read()
-        os.waitpid(pid, 0)
-    if not received:
-        raise RuntimeError("the worker process died without an answer")
-    kind, value = pickle.loads(received)
-    if kind == "error":
-        raise BackportError(value)
-    if kind == "crash":
-        raise RuntimeError(f"the worker process failed:\n{value}")
-    return mine + value
+        source = transforms.source.Source(text)
+        return source, transforms.judge_file(path, source, direction)
+    except SyntaxError as error:
+        where = f"line {error.lineno}: " if error.lineno else ""
+        raise BackportError(
+            f"{root / path}: does not parse ({where}{error.msg}); fix the file first"
+        ) from None
+    except ValueError as error:  # a NUL byte, before Python 3.12
+        raise BackportError(f"{root / path}: does not parse ({error}); fix the file first") from None
+
+
+# -- rewriting ------------------------------------------------------------------
+
+
+def _rewritten(
+    root: Path, files: dict[str, tuple[bytes, Source, Judgement]], direction: Direction
+) -> dict[str, bytes]:
+    """Each file's rewrite, largest file first."""
+    if not files:
+        return {}
+    # libcst and the writers load here, before any worker forks: the workers
+    # inherit them instead of each spending a core on loading them again.
+    writers = _writers()
+    for edit in EDITS:
+        writers.writer_for(edit)
+    order = sorted(files, key=lambda p: (-len(files[p][0]), p))
+    jobs = []
+    for path in order:
+        data, source, judged = files[path]
+        judgement = [(edit, edit.pinned(source, hunks)) for edit, hunks in judged]
+        regions = writers.plan(source, judgement, direction)
+        jobs.append((str(root), path, data, _by_index(judgement), regions, direction))
+    workers = min(_jobs(), len(jobs))
+    if workers < 2:
+        return {job[1]: _write(*job) for job in jobs}
+    # Loaded only to write: a check never starts a process.
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=_leave_signals) as pool:
+        futures = [pool.submit(_write, *job) for job in jobs]
+        try:
+            return {job[1]: future.result() for job, future in zip(jobs, futures)}
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+
+
+def _by_index(judgement: Judgement) -> list[tuple[int, dict]]:
+    # Sent to a worker by position in EDITS: an edit's declaration holds its
+    # judge and hunks, which the worker has already.
+    return [(EDITS.index(edit), hunks) for edit, hunks in judgement]
+
+
+def _writers():  # type: ignore[no-untyped-def]
+    return importlib.import_module(".writers", transforms.__name__)
+
+
+def _leave_signals() -> None:
+    """A worker leaves SIGINT, SIGTERM and SIGHUP to the command, which
+    stops cleanly and waits for it."""
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_IGN)
+
+
+def _write(
+    root: str,
+    path: str,
+    data: bytes,
+    judged: list[tuple[int, dict]],
+    regions: object,
+    direction: Direction,
+) -> bytes:
+    """The file rewritten (the regions its hunks touch, where they can be
+    parsed alone), and checked as it will be written."""
+    writers = _writers()
+    file = Path(root) / path
+    judgement = [(EDITS[index], hunks) for index, hunks in judged]
+    try:
+        patched = writers.rewrite(data, judgement, direction, regions)
+    except writers.Unparsable as error:
+        raise BackportError(f"{file}: does not parse ({error}); fix the file first") from None
+    except writers.SiteMoved as error:
+        raise BackportError(f"{file}: {error}; nothing was written; please report this") from None
+    problem = transforms.misjudged(decode_source(file, patched), judgement, direction)
+    if problem is not None:
+        raise BackportError(f"{file}: {problem}; nothing was written; please report this")
+    return patched
 
 
 def _jobs() -> int:
@@ -216,59 +182,6 @@ def _jobs() -> int:
     if configured and configured.isdigit():
         return int(configured)
     return min(2, os.cpu_count() or 1)
-
-
-def _share(files: dict[str, bytes], index: int, count: int) -> list[str]:
-    """Files of share `index` of `count`, balanced by size (largest first)."""
-    loads = [0] * count
-    shares: list[list[str]] = [[] for _ in range(count)]
-    for path in sorted(files, key=lambda p: (-len(files[p]), p)):
-        lightest = loads.index(min(loads))
-        shares[lightest].append(path)
-        loads[lightest] += len(files[path])
-    return shares[index]
-
-
-def _judge_share(
-    root: Path,
-    files: dict[str, bytes],
-    want_bytes: bool,
-    direction: Direction,
-    index: int,
-    count: int,
-) -> list[FileVerdict]:
-    import libcst as cst
-
-    verdicts = []
-    for relative in _share(files, index, count):
-        path = root / relative
-        original = files[relative]
-        try:
-            tree = cst.parse_module(original)
-        except cst.ParserSyntaxError as error:
-            raise BackportError(
-                f"{path}: does not parse (line {error.raw_line}: {error.message}); "
-                "fix the file first"
-            ) from None
-        edits = []
-        for codemod_class in transforms.CODEMODS:
-            if codemod_class.PATH != relative:
-                continue
-            outcome = codemod_class(direction=direction).outcome(tree)
-            if outcome.tree is not None:  # None: drift, in the verdicts
-                tree = outcome.tree
-            edits.append(
-                EditReport(
-                    codemod_class.EDIT,
-                    relative,
-                    codemod_class.DESCRIPTION,
-                    outcome.verdicts,
-                )
-            )
-        touched = any(e.has(direction.rewrites) for e in edits)
-        patched = tree.bytes if touched and want_bytes else None
-        verdicts.append(FileVerdict(relative, original, edits, patched))
-    return verdicts
 
 
 def _read(path: Path) -> bytes:

@@ -1,28 +1,24 @@
 """Which files the backport touches, and in which order a commit writes them.
 
-Kept free of libcst: the commit, the lock and the safety checks need the
-list of files before (or without) any codemod is loaded.
+The target files come from the edits' declarations (transforms/__init__.py,
+`EDITS`); nothing here or in the commit code loads libcst.
 """
 
 from __future__ import annotations
 
+import os.path
+import re
+
+from .edits import transforms
+
 #: Files whose hunks only add what nothing reaches yet: seams, helpers and
 #: hooks. Patched on their own they change no behaviour of vLLM 0.27.1.
-SEAMS = (
-    "vllm/model_executor/models/qwen3_dflash.py",
-    "vllm/model_executor/layers/logits_processor.py",
-    "vllm/v1/worker/gpu/sample/gumbel.py",
-    "vllm/v1/worker/gpu/spec_decode/speculator.py",
-)
+SEAMS = transforms.target_files(transforms.Role.SEAM)
 
 #: Files whose hunks lead vLLM to DFlash2: the registry entry, the
 #: speculator dispatch and the V2-runner forcing. Each needs the modules and
 #: the seams in place before it is switched on.
-SWITCHES = (
-    "vllm/model_executor/models/registry.py",
-    "vllm/v1/worker/gpu/spec_decode/__init__.py",
-    "vllm/config/vllm.py",
-)
+SWITCHES = transforms.target_files(transforms.Role.SWITCH)
 
 TARGET_FILES = SEAMS + SWITCHES
 
@@ -43,3 +39,20 @@ def commit_rank(path: str, revert: bool) -> int:
     if revert:
         order = order[::-1]
     return order.index(path) if path in order else len(order)
+
+
+def hook_files_pattern(files: tuple[str, ...] = TARGET_FILES + MODULE_FILES) -> str:
+    """The `files` pattern of the pre-commit hooks: every file the backport
+    edits or adds, grouped by directory (.pre-commit-hooks.yaml must say
+    this; a test holds it to it)."""
+    directories: dict[str, list[str]] = {}
+    for path in sorted(files):
+        assert path.startswith("vllm/") and path.endswith(".py"), path
+        directory, name = os.path.split(path[len("vllm/") : -len(".py")])
+        directories.setdefault(re.escape(directory), []).append(re.escape(name))
+    alternatives = [
+        (f"{directory}/" if directory else "")
+        + (names[0] if len(names) == 1 else f"({'|'.join(names)})")
+        for directory, names in directories.items()
+    ]
+    return f"^vllm/({'|'.join(alternatives)})\\.py$"

@@ -3,11 +3,11 @@
 A pre-commit hook runs `check` on every commit, and a commit rarely changes
 more than one of the seven files. An entry holds one file's edit reports and
 is named by the hash of everything its verdicts depend on: the file's path
-and content, the direction, and the source of the codemods and of the judge
-that produced them. A changed file, or changed codemods, cannot find a stale
-entry; other trees with the same file share it. A cache that cannot be read
-or written is simply not used. No libcst here: a cached answer is reported
-without loading the parser.
+and content, the direction (a revert also asks whether other code reads what
+it would remove), and the source of the judges that produced them. A changed
+file, or changed judges, cannot find a stale entry; other trees with the same
+file share it. A cache that cannot be read or written is simply not used.
+Nothing here parses: a cached answer is reported without reading a tree.
 """
 
 from __future__ import annotations
@@ -35,44 +35,44 @@ def _directory() -> Path:
 
 
 @functools.cache
-def codemods_digest(codemods: Path) -> str:
-    """The tool's version and the source of the codemods (the package at
-    `codemods`) and of the judge that runs them."""
+def judges_digest(judges: Path) -> str:
+    """The tool's version and the source of the judges (the modules of the
+    package at `judges`; its writers decide no verdict) and of the module
+    that runs them."""
     digest = hashlib.sha256(__version__.encode())
-    for path in [*sorted(codemods.glob("*.py")), Path(__file__).with_name("judge.py")]:
+    for path in [*sorted(judges.glob("*.py")), Path(__file__).with_name("judge.py")]:
         digest.update(path.name.encode() + b"\0")
         digest.update(path.read_bytes())
     return digest.hexdigest()
 
 
-def _entry(codemods: str, direction: Direction, path: str, data: bytes) -> Path:
+def _entry(judges: str, direction: Direction, path: str, data: bytes) -> Path:
     key = hashlib.sha256(
-        b"\0".join(
-            [codemods.encode(), direction.value.encode(), path.encode(), data]
-        )
+        b"\0".join([judges.encode(), direction.value.encode(), path.encode(), data])
     ).hexdigest()
     return _directory() / key[:2] / f"{key[2:34]}.json"
 
 
 def lookup(
-    codemods: str, direction: Direction, path: str, data: bytes
+    judges: str, direction: Direction, path: str, data: bytes
 ) -> list[EditReport] | None:
-    """The file's edit reports, if these codemods judged this content before."""
+    """The file's edit reports, if these judges judged this content before,
+    for a command going this direction."""
     try:
-        entry = json.loads(_entry(codemods, direction, path, data).read_text())
+        entry = json.loads(_entry(judges, direction, path, data).read_text())
         return [EditReport.from_json(e) for e in entry["edits"]]
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
 def store(
-    codemods: str,
+    judges: str,
     direction: Direction,
     path: str,
     data: bytes,
     edits: list[EditReport],
 ) -> None:
-    entry = _entry(codemods, direction, path, data)
+    entry = _entry(judges, direction, path, data)
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)
         descriptor, temporary = tempfile.mkstemp(dir=entry.parent, suffix=".tmp")

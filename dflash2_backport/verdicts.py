@@ -1,100 +1,16 @@
-"""Hunk verdicts: the vocabulary shared by the codemods, the engine and the report.
+"""Hunk states and verdicts, for the tool's own modules.
 
-Kept free of libcst so that a cached answer can be reported without loading
-the parser.
+The vocabulary lives with the edits (transforms/vocabulary.py), which import
+nothing of the tool; this is where the tool takes it from.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import enum
+from .edits import transforms
 
+Direction = transforms.vocabulary.Direction
+EditReport = transforms.vocabulary.EditReport
+HunkVerdict = transforms.vocabulary.HunkVerdict
+State = transforms.vocabulary.State
 
-class State(str, enum.Enum):
-    """Where a hunk stands: the spec's result is there, its anchor is (so the
-    edit is safe), or neither.
-
-    Members are str-valued, so they equal the words the JSON report uses
-    ("applied", "pending", "drift") and print as those words.
-    """
-
-    APPLIED = "applied"
-    PENDING = "pending"
-    DRIFT = "drift"
-
-    def __str__(self) -> str:
-        return self.value
-
-    def __format__(self, spec: str) -> str:
-        return format(self.value, spec)
-
-
-class Direction(enum.Enum):
-    """Which way a command rewrites the tree."""
-
-    APPLY = "apply"
-    REVERT = "revert"
-
-    @property
-    def rewrites(self) -> State:
-        """The hunk state this direction changes: apply patches pending hunks,
-        revert undoes applied ones."""
-        return State.PENDING if self is Direction.APPLY else State.APPLIED
-
-
-@dataclasses.dataclass(frozen=True)
-class HunkVerdict:
-    hunk: str
-    state: State
-    # For drift: "expected ..., found ..." in words a user can act on.
-    reason: str = ""
-
-
-@dataclasses.dataclass(frozen=True)
-class EditReport:
-    edit: str
-    path: str
-    description: str
-    hunks: tuple[HunkVerdict, ...]
-
-    @property
-    def state(self) -> State:
-        """The edit's state: drift if any hunk drifted, else pending if any
-        hunk is, else applied."""
-        states = {h.state for h in self.hunks}
-        for state in (State.DRIFT, State.PENDING):
-            if state in states:
-                return state
-        return State.APPLIED
-
-    def has(self, state: State) -> bool:
-        return any(h.state is state for h in self.hunks)
-
-    @property
-    def reason(self) -> str:
-        return "; ".join(f"{h.hunk}: {h.reason}" for h in self.hunks if h.reason)
-
-    def to_json(self) -> dict:
-        return {
-            "edit": self.edit,
-            "file": self.path,
-            "description": self.description,
-            "state": self.state.value,
-            "reason": self.reason,
-            "hunks": [
-                {"hunk": h.hunk, "state": h.state.value, "reason": h.reason}
-                for h in self.hunks
-            ],
-        }
-
-    @classmethod
-    def from_json(cls, data: dict) -> EditReport:
-        return cls(
-            data["edit"],
-            data["file"],
-            data["description"],
-            tuple(
-                HunkVerdict(h["hunk"], State(h["state"]), h["reason"])
-                for h in data["hunks"]
-            ),
-        )
+__all__ = ["Direction", "EditReport", "HunkVerdict", "State"]

@@ -1,4 +1,5 @@
-"""The engine: the same plan on one core or two, and errors from either process."""
+"""The engine: the same plan on one core or two, errors from any process, and
+the file lists derived from the edits' declarations."""
 
 from __future__ import annotations
 
@@ -53,29 +54,28 @@ def test_a_target_that_does_not_parse_is_named_whichever_process_reads_it(
 def test_a_rewrite_that_would_not_parse_is_refused_before_any_write(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from dflash2_backport import engine
+    from dflash2_backport.transforms import writers
 
     site = make_site("0.27.1", tmp_path / "site")
-    real = engine.judge
+    real = writers.rewrite
 
-    def broken_rewrite(*args, **kwargs):
-        files = real(*args, **kwargs)
-        first = files[0]
-        files[0] = type(first)(first.path, first.original, first.edits, b"def broken(:\n")
-        return files
+    def broken_rewrite(data, *args):  # type: ignore[no-untyped-def]
+        patched = real(data, *args)
+        return patched + b"def broken(:\n" if b"def init_speculator" in data else patched
 
-    monkeypatch.setattr(engine, "judge", broken_rewrite)
+    monkeypatch.setattr(writers, "rewrite", broken_rewrite)
     before = snapshot(site)
     result = CliRunner().invoke(app, ["apply", "--site-packages", str(site)])
     assert result.exit_code == 2
-    assert "the patched file would not parse" in result.output
+    assert "spec_decode/__init__.py: the patched file would not parse" in result.output
     assert snapshot(site) == before
 
 
-def test_the_commit_order_knows_every_file_the_codemods_edit() -> None:
+def test_the_commit_order_knows_every_file_the_edits_touch() -> None:
     from dflash2_backport.installer import SHIPPED
     from dflash2_backport.layout import MODULE_FILES, SEAMS, SWITCHES
-    from dflash2_backport.transforms import CODEMODS
+    from dflash2_backport.transforms import EDITS
 
-    assert set(SEAMS + SWITCHES) == {codemod.PATH for codemod in CODEMODS}
+    assert set(SEAMS + SWITCHES) == {edit.path for edit in EDITS}
+    assert not set(SEAMS) & set(SWITCHES)
     assert set(MODULE_FILES) == {module.dest for module in SHIPPED}

@@ -1,8 +1,9 @@
-"""The judge: encodings, the per-file verdict cache, and where the codemods
-are found."""
+"""The judge: encodings, the per-file verdict cache, where the edits are
+found, the check of every rewrite, and what loads libcst."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from dflash2_backport.cli import app
 from dflash2_backport.errors import BackportError
 from dflash2_backport.judge import judge
 from dflash2_backport.verdicts import Direction, State
-from tests.trees import TARGETS, make_site
+from tests.trees import TARGETS, make_site, snapshot
 
 pytestmark = pytest.mark.wheels
 
@@ -83,20 +84,21 @@ def test_a_latin_1_file_is_judged_and_patched_in_latin_1(site: Path) -> None:
 
 @pytest.fixture
 def judged(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
-    """(judge, file) for each file the quick judge or the codemods judge."""
+    """("judge", file) for each file the judges parse, ("write", file) for
+    each file the writers rewrite."""
     files: list[tuple[str, str]] = []
-    quick, codemods = judge_module._quick_verdicts, judge_module._with_codemods
+    judge_one, rewrite = judge_module._judged, judge_module._rewritten
 
-    def quick_verdicts(path: str, data: bytes):  # type: ignore[no-untyped-def]
-        files.append(("quick", path))
-        return quick(path, data)
+    def judged_file(root, path, text, direction):  # type: ignore[no-untyped-def]
+        files.append(("judge", path))
+        return judge_one(root, path, text, direction)
 
-    def with_codemods(root, rewrite, want_bytes, direction):  # type: ignore[no-untyped-def]
-        files.extend(("codemods", path) for path in rewrite)
-        return codemods(root, rewrite, want_bytes, direction)
+    def rewritten(root, to_write, direction):  # type: ignore[no-untyped-def]
+        files.extend(("write", path) for path in to_write)
+        return rewrite(root, to_write, direction)
 
-    monkeypatch.setattr(judge_module, "_quick_verdicts", quick_verdicts)
-    monkeypatch.setattr(judge_module, "_with_codemods", with_codemods)
+    monkeypatch.setattr(judge_module, "_judged", judged_file)
+    monkeypatch.setattr(judge_module, "_rewritten", rewritten)
     return files
 
 
@@ -104,7 +106,7 @@ def test_a_check_after_a_commit_judges_only_the_changed_file(
     site: Path, judged: list[tuple[str, str]]
 ) -> None:
     first = judge(site, False, Direction.APPLY)
-    assert sorted(judged) == sorted(("quick", path) for path in TARGETS)
+    assert sorted(judged) == sorted(("judge", path) for path in TARGETS)
     judged.clear()
 
     assert judge(site, False, Direction.APPLY) == first
@@ -113,7 +115,7 @@ def test_a_check_after_a_commit_judges_only_the_changed_file(
     changed = site / "vllm/config/vllm.py"
     changed.write_text(changed.read_text() + "\n\ndef committed():\n    return 1\n")
     again = judge(site, False, Direction.APPLY)
-    assert judged == [("quick", "vllm/config/vllm.py")]
+    assert judged == [("judge", "vllm/config/vllm.py")]
     assert [f.edits for f in again] == [f.edits for f in first]
 
 
@@ -124,7 +126,7 @@ def test_cached_verdicts_still_rewrite_when_bytes_are_wanted(
     judged.clear()
     files = judge(site, True, Direction.APPLY)
     assert all(f.patched is not None for f in files)
-    assert sorted(p for j, p in judged if j == "codemods") == sorted(TARGETS)
+    assert sorted(p for j, p in judged if j == "write") == sorted(TARGETS)
 
 
 def _installed_copy(destination: Path) -> Path:
@@ -164,9 +166,9 @@ def test_a_changed_codemod_judges_the_files_again(site: Path, tmp_path: Path) ->
     assert check() == 1
     # The causality edit now expects another 0.27.1 fallback: the pristine
     # function is no longer one it knows, so a fresh judgement is drift.
-    declarations = copy / "dflash2_backport/transforms/hunks.py"
+    declarations = copy / "dflash2_backport/transforms/causality.py"
     source = declarations.read_text()
-    fallback = "layer_types[layer_idx] == _SLIDING_ATTENTION\n'''\nCAUSAL_NEW"
+    fallback = "layer_types[layer_idx] == _SLIDING_ATTENTION\n'''\nNEW_FUNCTION"
     assert source.count(fallback) == 1
     declarations.write_text(
         source.replace(fallback, fallback.replace("_SLIDING_ATTENTION", "_FULL_ATTENTION"))
@@ -200,24 +202,97 @@ def test_a_source_checkout_reaches_the_codemods_without_installing(
     assert result.stdout.strip() == "['pending']"
 
 
-def test_a_quick_verdict_the_codemod_contradicts_stops_the_command(
+
+
+# -- every rewrite is judged as it will be written -------------------------------
+
+
+def test_a_rewrite_that_does_not_read_as_applied_stops_the_command(
     site: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from dflash2_backport.transforms import _quick
+    from dflash2_backport.transforms.writers.registry import RegistryEntry
 
-    honest = _quick.judge_file
+    monkeypatch.setattr(RegistryEntry, "forward", lambda self, tree, hunk, site: tree)
+    before = snapshot(site)
+    result = CliRunner().invoke(app, ["apply", "--site-packages", str(site)])
+    assert result.exit_code == 2
+    assert "registry/DFlash2DraftModel entry reads pending once rewritten, not applied" in (
+        result.output
+    )
+    assert result.output.rstrip().endswith("please report this")
+    assert snapshot(site) == before
 
-    def lying(path: str, data: bytes):  # type: ignore[no-untyped-def]
-        judged = honest(path, data)
-        if path == "vllm/model_executor/models/registry.py":
-            judged = {edit: dict.fromkeys(v, State.PENDING) for edit, v in judged.items()}
-        return judged
 
+# -- what reads the same in every command -----------------------------------------
+
+
+def test_a_nul_byte_in_a_comment_is_refused_alike_by_check_and_apply(site: Path) -> None:
+    path = site / SELECTOR
+    path.write_bytes(b"# a stray \x00 in a comment\n" + path.read_bytes())
+    before = snapshot(site)
+    for command in ("check", "apply"):
+        result = CliRunner().invoke(app, [command, "--site-packages", str(site)])
+        assert result.exit_code == 2, (command, result.output)
+        assert f"{path}: does not parse" in result.output and "null bytes" in result.output
+    assert snapshot(site) == before
+
+
+def _call_gumbel_noised_argmax_elsewhere(site: Path) -> None:
+    gumbel = site / "vllm/v1/worker/gpu/sample/gumbel.py"
+    gumbel.write_text(gumbel.read_text() + "\n\nnoised_argmax = gumbel_noised_argmax\n")
+
+
+def test_check_never_answers_from_a_refused_reverts_verdicts(site: Path) -> None:
     assert CliRunner().invoke(app, ["apply", "--site-packages", str(site)]).exit_code == 0
-    monkeypatch.setattr(_quick, "judge_file", lying)
-    with pytest.raises(BackportError) as stopped:
-        judge(site, True, Direction.APPLY, use_cache=False)
-    message = str(stopped.value)
-    assert "registry/DFlash2DraftModel entry" in message
-    assert "Python's parser judges it pending, the codemod applied" in message
-    assert message.endswith("please report this")
+    _call_gumbel_noised_argmax_elsewhere(site)
+    reverted = CliRunner().invoke(app, ["revert", "--site-packages", str(site)])
+    assert reverted.exit_code == 2
+    assert "noised_argmax = gumbel_noised_argmax" in reverted.output
+    # Reverting asks whether other code reads what it removes; checking does
+    # not. (RECORD is stale now, so check exits 1 for it.)
+    checked = CliRunner().invoke(app, ["check", "--site-packages", str(site), "--json"])
+    edits = json.loads(checked.output)["edits"]
+    assert {e["state"] for e in edits} == {"applied"}, checked.output
+
+
+def test_a_dflash2_entry_in_another_table_is_refused_both_ways(site: Path) -> None:
+    registry = site / "vllm/model_executor/models/registry.py"
+    entry = '_OTHER_MODELS = {"DFlash2DraftModel": ("qwen3_dflash2", "DFlash2Qwen3ForCausalLM")}\n'
+    registry.write_text(registry.read_text() + "\n" + entry)
+    before = snapshot(site)
+    for command in ("apply", "revert"):
+        result = CliRunner().invoke(app, [command, "--site-packages", str(site)])
+        assert result.exit_code == 2, (command, result.output)
+        assert "found it in another table" in result.output
+        assert "internal error" not in result.output
+    assert snapshot(site) == before
+
+
+# -- libcst loads only to rewrite -------------------------------------------------
+
+PROBE = (
+    "import sys\n"
+    "from dflash2_backport.cli import app\n"
+    "try:\n"
+    "    app(['check', '--site-packages', sys.argv[1]], prog_name='dflash2-backport')\n"
+    "except SystemExit as exit:\n"
+    "    print(exit.code, 'libcst' in sys.modules)\n"
+)
+
+
+@pytest.mark.parametrize("tree, code", [("pristine", 1), ("drifted", 2), ("applied", 0)])
+def test_a_check_that_rewrites_nothing_never_imports_libcst(
+    site: Path, tmp_path: Path, tree: str, code: int
+) -> None:
+    if tree == "applied":
+        assert CliRunner().invoke(app, ["apply", "--site-packages", str(site)]).exit_code == 0
+    if tree == "drifted":
+        registry = site / "vllm/model_executor/models/registry.py"
+        registry.write_text(registry.read_text().replace('"DFlashDraftModel": (', '"X": ('))
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE, str(site)],
+        capture_output=True,
+        text=True,
+        env={"DFLASH2_BACKPORT_CACHE_DIR": str(tmp_path / "verdicts"), "PATH": "/usr/bin:/bin"},
+    )
+    assert result.stdout.splitlines()[-1].split() == [str(code), "False"], result.stderr

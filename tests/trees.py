@@ -5,29 +5,20 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from dflash2_backport.edits import transforms
+from dflash2_backport.layout import MODULE_FILES
 from tests.wheels import vllm_source
 
-#: The files the seven edits touch, and the three the installer adds.
-TARGETS = (
-    "vllm/model_executor/models/qwen3_dflash.py",
-    "vllm/model_executor/models/registry.py",
-    "vllm/model_executor/layers/logits_processor.py",
-    "vllm/v1/worker/gpu/sample/gumbel.py",
-    "vllm/v1/worker/gpu/spec_decode/__init__.py",
-    "vllm/config/vllm.py",
-    "vllm/v1/worker/gpu/spec_decode/speculator.py",
-)
-INSTALLED = (
-    "vllm/model_executor/models/qwen3_dflash2.py",
-    "vllm/v1/worker/gpu/spec_decode/dflash2/__init__.py",
-    "vllm/v1/worker/gpu/spec_decode/dflash2/speculator.py",
-)
+#: The files the edits touch, in the order of their declarations, and the
+#: files the installer adds.
+TARGETS = transforms.target_files()
+INSTALLED = MODULE_FILES
 
 
 def make_site(version: str, destination: Path) -> Path:
     """A site-packages holding what the tool reads of vLLM `version`.
 
-    The seven targets, the DFlash2 module paths where the release has them,
+    The targets, the DFlash2 module paths where the release has them,
     vLLM's package file and its .dist-info: enough for the tool, and quick to
     copy for every test.
     """

@@ -39,203 +39,198 @@ class, the member after it taking back the blank lines that set it apart.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 
-import libcst as cst
+from .edit import Edit, Hunk, Judged, Role, Site, applied, drift, exactly_one, pending
+from .judging import is_attribute, method_before
+from .meaning import same_meaning
+from .source import BLOCKS, Found, Path, Source, shares_a_line
 
-from ._base import (
-    BackportCodemod,
-    Judged,
-    applied,
-    drift,
-    edited_class,
-    exactly_one,
-    pending,
-    with_block,
+SPECULATOR = "DraftModelSpeculator"
+ALLOCATING_METHOD = "__init__"
+ANCHOR_METHOD = "_validate_local_argmax_reduction"
+HOOK = "draft_logits_spec"
+ZEROS_ALLOCATION = """
+self.draft_logits = torch.zeros(
+    self.max_num_reqs,
+    self.num_speculative_steps,
+    self.vocab_size,
+    dtype=torch.float32,
+    device=device,
 )
-from ._meaning import code_of, describe, find_all, is_attribute, same_meaning
-from ._names import members_named, named
-from .hunks import (
-    ALLOCATING_METHOD,
-    DRAFT_LOGIT_CACHE,
-    FULL_ALLOCATION,
-    HOOK,
-    SPEC_LOOKUP,
-    SPECULATOR,
+"""
+SPEC_LOOKUP = f"dtype, fill = self.{HOOK}(vllm_config)\n"
+FULL_ALLOCATION = """\
+self.draft_logits = torch.full(
+    (
+        self.max_num_reqs,
+        self.num_speculative_steps,
+        self.vocab_size,
+    ),
+    fill,
+    dtype=dtype,
+    device=device,
 )
-from .hunks import HOOK_ANCHOR_METHOD as ANCHOR_METHOD
+"""
+# Docstring lines after the first are string content, not indentation: they
+# are written here as they must read inside the class.
+HOOK_SOURCE = (
+    f"def {HOOK}(self, vllm_config: VllmConfig) -> tuple[torch.dtype, float]:\n"
+    '    """Dtype and fill for the cached proposal distribution.\n'
+    "\n"
+    "        Speculators that write only a subset of columns each step override this.\n"
+    '        """\n'
+    "    return torch.float32, 0.0\n"
+)
 
-BUFFER, HOOK_METHOD = DRAFT_LOGIT_CACHE.hunks
-ZEROS_ALLOCATION = BUFFER.before
+_WHY = (
+    "`draft_logits_spec` lets a speculator choose its cached distribution's "
+    "dtype and fill: DFlash2 writes only K columns and needs `-inf`, not `0.0`."
+)
+BUFFER = Hunk(
+    "cached proposal distribution is speculator-shaped",
+    f"{SPECULATOR}.{ALLOCATING_METHOD}, the one assignment of self.draft_logits",
+    ZEROS_ALLOCATION,
+    SPEC_LOOKUP + FULL_ALLOCATION,
+    _WHY,
+)
+HOOK_METHOD = Hunk(
+    "draft_logits_spec default",
+    f"class {SPECULATOR}, right before {ANCHOR_METHOD}",
+    None,
+    HOOK_SOURCE,
+    _WHY,
+)
 
 
-def _assigns_draft_logits(node: cst.CSTNode) -> bool:
-    """A line that is `self.draft_logits = ...` and nothing else."""
-    if not isinstance(node, cst.SimpleStatementLine) or len(node.body) != 1:
-        return False
-    (small,) = node.body
-    return (
-        isinstance(small, cst.Assign)
-        and len(small.targets) == 1
-        and is_attribute(small.targets[0].target, "self", "draft_logits")
+@dataclasses.dataclass(kw_only=True, eq=False)
+class Allocation(Site):
+    """The allocation of self.draft_logits; applied, the lookup right
+    before it too (the lookup is then `path`, the allocation `allocation`)."""
+
+    allocation: Path | None = None
+
+
+def judge(source: Source) -> dict[str, Judged]:
+    cls = exactly_one(source.module.classes(SPECULATOR), f"one module-level class {SPECULATOR}")
+    if isinstance(cls, Judged):
+        return {BUFFER.name: cls, HOOK_METHOD.name: cls}
+    hook = method_before(
+        cls,
+        HOOK_METHOD.after,
+        ANCHOR_METHOD,
+        expected=f"{SPECULATOR}.{HOOK}(self, vllm_config) to return "
+        "torch.float32, 0.0 (0.27.1 caches float32 draft logits)",
+        remedy="make it return torch.float32, 0.0 or remove it",
     )
+    return {BUFFER.name: _buffer(source, cls), HOOK_METHOD.name: hook}
 
 
-class DraftLogitCache(BackportCodemod):
-    SPEC = DRAFT_LOGIT_CACHE
+def _lines_of_one(root: ast.AST) -> set[int]:
+    """The statements below `root` that have their line to themselves, by id."""
+    alone: set[int] = set()
+    for node in ast.walk(root):
+        for field in BLOCKS:
+            block = getattr(node, field, None)
+            if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+                alone.update(id(s) for i, s in enumerate(block) if not shares_a_line(block, i))
+    return alone
 
-    def judge(self, tree: cst.Module) -> dict[str, Judged]:
-        cls = exactly_one(
-            named(tree.body, cst.ClassDef, SPECULATOR),
-            f"one module-level class {SPECULATOR}",
+
+def _buffer(source: Source, cls: Found) -> Judged:
+    """The allocation of the cached proposal, and the lookup before it."""
+    where = f"{SPECULATOR}.{ALLOCATING_METHOD}"
+    method = exactly_one(cls.defs(ALLOCATING_METHOD), f"one {where}")
+    if isinstance(method, Judged):
+        return method
+    alone = _lines_of_one(method.node)
+    allocation = exactly_one(
+        method.walk(
+            lambda s: id(s) in alone
+            and isinstance(s, ast.Assign)
+            and len(s.targets) == 1
+            and is_attribute(s.targets[0], "self", "draft_logits")
+        ),
+        f"one assignment of self.draft_logits in {where} (the "
+        "probabilistic-sampling buffer)",
+    )
+    if isinstance(allocation, Judged):
+        return allocation
+    *owner_path, last = allocation.path
+    siblings = source.at(tuple(owner_path)).statements(last.field)
+    previous = siblings[last.index - 1] if last.index > 0 else None
+    looked_up = (
+        previous is not None
+        and id(previous.node) in alone
+        and same_meaning(previous.node, SPEC_LOOKUP)
+    )
+    node = allocation.node
+
+    if same_meaning(node, FULL_ALLOCATION):
+        if looked_up:
+            assert previous is not None
+            return applied(Allocation(path=previous.pinned(), allocation=allocation.pinned()))
+        return drift(
+            f"`{SPEC_LOOKUP.strip()}` right before the torch.full allocation of "
+            "self.draft_logits",
+            "the allocation without it",
         )
-        if isinstance(cls, Judged):
-            return {BUFFER.name: cls, HOOK_METHOD.name: cls}
-        hook = self.method_before(
-            cls,
-            HOOK_METHOD.after,
-            ANCHOR_METHOD,
-            expected=f"{SPECULATOR}.{HOOK}(self, vllm_config) to return "
-            "torch.float32, 0.0 (0.27.1 caches float32 draft logits)",
-            remedy="make it return torch.float32, 0.0 or remove it",
+    if not same_meaning(node, ZEROS_ALLOCATION) or looked_up:
+        return drift(
+            "self.draft_logits allocated as torch.zeros(max_num_reqs, "
+            "num_speculative_steps, vocab_size, dtype=torch.float32, "
+            f"device=device) in {where}, as in vLLM 0.27.1",
+            _how_allocation_differs(source, node)  # type: ignore[arg-type]
+            + (f", after `{SPEC_LOOKUP.strip()}`" if looked_up else ""),
         )
-        # Each site carries the class: both hunks rewrite it, in one go.
-        return {
-            BUFFER.name: self._buffer(cls),
-            HOOK_METHOD.name: dataclasses.replace(hook, site=(cls, hook.site)),
-        }
-
-    def forward(self, tree: cst.Module, sites: dict) -> cst.Module:
-        cls = swap = insert = None
-        if BUFFER.name in sites:
-            cls, method, block, index = sites[BUFFER.name]
-            statements = list(block.body)
-            allocation = statements[index]
-            lookup, full = self.statements(SPEC_LOOKUP + FULL_ALLOCATION)
-            assert isinstance(full, cst.SimpleStatementLine)
-            # Comments above the allocation now introduce the pair; one at the
-            # end of its line stays at the end of the allocation.
-            statements[index : index + 1] = [
-                lookup.with_changes(leading_lines=allocation.leading_lines),
-                full.with_changes(trailing_whitespace=allocation.trailing_whitespace),
-            ]
-            swap = method, with_block(method, block, statements)
-        if HOOK_METHOD.name in sites:
-            cls, insert = sites[HOOK_METHOD.name]
-        assert cls is not None
-        return edited_class(tree, cls, swap=swap, insert=insert)
-
-    def backward(self, tree: cst.Module, sites: dict) -> cst.Module:
-        cls = swap = method_added = None
-        if BUFFER.name in sites:
-            cls, method, block, index = sites[BUFFER.name]
-            statements = list(block.body)
-            lookup, allocation = statements[index - 1 : index + 1]
-            (zeros,) = self.statements(ZEROS_ALLOCATION)
-            # The forward split, undone: comments above the pair or between
-            # its lines introduce the allocation again; one at the end of the
-            # allocation stays there, one at the end of the lookup goes with it.
-            statements[index - 1 : index + 1] = [
-                zeros.with_changes(
-                    leading_lines=[*lookup.leading_lines, *allocation.leading_lines],
-                    trailing_whitespace=allocation.trailing_whitespace,
-                )
-            ]
-            swap = method, with_block(method, block, statements)
-        if HOOK_METHOD.name in sites:
-            cls, method_added = sites[HOOK_METHOD.name]
-        assert cls is not None
-        return edited_class(tree, cls, swap=swap, remove=method_added)
-
-    def _buffer(self, cls: cst.ClassDef) -> Judged:
-        """The allocation of the cached proposal; the site is the class,
-        `__init__`, the block that allocates and the allocation's index."""
-        where = f"{SPECULATOR}.{ALLOCATING_METHOD}"
-        method = exactly_one(
-            members_named(cls, cst.FunctionDef, ALLOCATING_METHOD), f"one {where}"
-        )
-        if isinstance(method, Judged):
-            return method
-        allocation = exactly_one(
-            find_all(method, _assigns_draft_logits),
-            f"one assignment of self.draft_logits in {where} (the "
-            "probabilistic-sampling buffer)",
-        )
-        if isinstance(allocation, Judged):
-            return allocation
-        assert isinstance(allocation, cst.SimpleStatementLine)
-        block = self._block_of(method, allocation)
-        statements = list(block.body)
-        index = next(i for i, s in enumerate(statements) if s is allocation)
-        looked_up = index > 0 and same_meaning(statements[index - 1], SPEC_LOOKUP)
-        site = (cls, method, block, index)
-
-        if same_meaning(allocation, FULL_ALLOCATION):
-            if looked_up:
-                return applied(site)
-            return drift(
-                f"`{SPEC_LOOKUP.strip()}` right before the torch.full "
-                "allocation of self.draft_logits",
-                "the allocation without it",
-            )
-        if not same_meaning(allocation, ZEROS_ALLOCATION) or looked_up:
-            return drift(
-                "self.draft_logits allocated as torch.zeros(max_num_reqs, "
-                "num_speculative_steps, vocab_size, dtype=torch.float32, "
-                f"device=device) in {where}, as in vLLM 0.27.1",
-                _how_allocation_differs(allocation)
-                + (f", after `{SPEC_LOOKUP.strip()}`" if looked_up else ""),
-            )
-        return pending(site)
-
-    @staticmethod
-    def _block_of(
-        method: cst.FunctionDef, statement: cst.BaseStatement
-    ) -> cst.IndentedBlock:
-        blocks = find_all(
-            method,
-            lambda n: isinstance(n, cst.IndentedBlock)
-            and any(s is statement for s in n.body),
-        )
-        (block,) = blocks
-        assert isinstance(block, cst.IndentedBlock)
-        return block
+    return pending(Allocation(path=allocation.pinned()))
 
 
-def _how_allocation_differs(allocation: cst.SimpleStatementLine) -> str:
+def _how_allocation_differs(source: Source, allocation: ast.Assign) -> str:
     """The allocation, and where its arguments first depart from 0.27.1's."""
-    (assign,) = allocation.body
-    assert isinstance(assign, cst.Assign)
-    shown = describe(assign, 100)
-    found = assign.value
-    spec_line = cst.parse_statement(ZEROS_ALLOCATION.strip())
-    assert isinstance(spec_line, cst.SimpleStatementLine)
-    spec_assign = spec_line.body[0]
-    assert isinstance(spec_assign, cst.Assign)
-    spec = spec_assign.value
-    assert isinstance(spec, cst.Call)
-    if not isinstance(found, cst.Call) or not same_meaning(found.func, spec.func):
+    shown = source.describe(allocation, 100)
+    found = allocation.value
+    spec = Source(ZEROS_ALLOCATION.strip() + "\n")
+    (spec_assign,) = spec.tree.body
+    assert isinstance(spec_assign, ast.Assign) and isinstance(spec_assign.value, ast.Call)
+    expected = spec_assign.value
+    if not isinstance(found, ast.Call) or not same_meaning(found.func, expected.func):
         return shown
-    found_dims = [a for a in found.args if a.keyword is None]
-    spec_dims = [a for a in spec.args if a.keyword is None]
-    if len(found_dims) != len(spec_dims):
-        return f"{shown}, with {len(found_dims)} dimensions instead of 3"
-    found_kw = {a.keyword.value: a for a in found.args if a.keyword is not None}
-    spec_kw = {a.keyword.value: a for a in spec.args if a.keyword is not None}
-    pairs = [*zip(found_dims, spec_dims)]
+    if len(found.args) != len(expected.args):
+        return f"{shown}, with {len(found.args)} dimensions instead of 3"
+    found_kw = {k.arg: k for k in found.keywords if k.arg}
+    spec_kw = {k.arg: k for k in expected.keywords if k.arg}
+    pairs: list[tuple[ast.AST | None, ast.AST]] = list(zip(found.args, expected.args))
     pairs += [(found_kw.get(name), arg) for name, arg in spec_kw.items()]
     for ours, theirs in pairs:
         if ours is None:
-            return f"{shown}, without {_argument(theirs)}"
-        if not same_meaning(ours.value, theirs.value):
+            return f"{shown}, without {_argument(spec, theirs)}"
+        if not same_meaning(_value(ours), _value(theirs)):
             return (
-                f"{shown}, with {_argument(ours)} where 0.27.1 has {_argument(theirs)}"
+                f"{shown}, with {_argument(source, ours)} where 0.27.1 has "
+                f"{_argument(spec, theirs)}"
             )
     extra = [arg for name, arg in found_kw.items() if name not in spec_kw]
     if extra:
-        return f"{shown}, with {_argument(extra[0])} added"
+        return f"{shown}, with {_argument(source, extra[0])} added"
     return shown
 
 
-def _argument(arg: cst.Arg) -> str:
-    return " ".join(code_of(arg.with_changes(comma=cst.MaybeSentinel.DEFAULT)).split())
+def _value(argument: ast.AST) -> ast.AST:
+    return argument.value if isinstance(argument, ast.keyword) else argument
+
+
+def _argument(source: Source, argument: ast.AST) -> str:
+    return " ".join(source.segment(argument).split())
+
+
+DRAFT_LOGIT_CACHE = Edit(
+    "draft-logit-cache",
+    "vllm/v1/worker/gpu/spec_decode/speculator.py",
+    "the cached proposal distribution is shaped by draft_logits_spec",
+    Role.SEAM,
+    (BUFFER, HOOK_METHOD),
+    judge,
+    writer="draft_logit_cache:DraftLogitCache",
+)

@@ -31,103 +31,145 @@ does), that is drift: removing it would break the module.
 
 from __future__ import annotations
 
-import libcst as cst
+import ast
+import dataclasses
 
-from ._base import (
-    BackportCodemod,
-    Judged,
-    applied,
-    drift,
-    insert_before,
-    pending,
-    removed,
+from .edit import Edit, Hunk, Judged, Role, Site, applied, drift, pending
+from .judging import is_attribute, other_version
+from .names import Readers, module_bindings
+from .source import Path, Source
+
+NAME = "gumbel_noised_argmax"
+ANCHOR = "gumbel_block_argmax"
+#: Module-level names the new function's body reads.
+NEEDS = ("tl", "tldevice", "triton", "tl_rand32", "tl_rand64")
+GUMBEL_NOISED_ARGMAX = '''\
+@triton.jit
+def gumbel_noised_argmax(
+    logits,
+    keys,
+    mask,
+    seed,
+    pos,
+    temp,
+    USE_FP64: tl.constexpr,
+    APPLY_TEMPERATURE: tl.constexpr = True,
+):
+    """Argmax of logits under Gumbel-max sampling, or plain argmax at temp 0.
+
+    `keys` indexes the noise, so the same token draws the same noise wherever it
+    appears; `pos` and `seed` place the draw in the request's stream, which is
+    what lets a draft and its verification agree.
+    """
+    if temp != 0.0 and APPLY_TEMPERATURE:
+        # Match the behavior of _temperature_kernel: if that kernel uses
+        # tl.div_rn, this must too.
+        logits = logits / temp
+
+    if USE_FP64:
+        logits = logits.to(tl.float64)
+    if temp != 0.0:
+        gumbel_seed = tl.randint(seed, pos)
+        if USE_FP64:
+            u = tl_rand64(gumbel_seed, keys, includes_zero=False)
+            gumbel_noise = -tl.log(-tl.log(u))
+        else:
+            u = tl_rand32(gumbel_seed, keys, includes_zero=False)
+            # log1p keeps the winning tail at u -> 0, where fp32 resolves it.
+            gumbel_noise = -tl.log(-tldevice.log1p(-u))
+        logits = tl.where(mask, logits + gumbel_noise, float("-inf"))
+
+    return tl.max(logits, axis=0, return_indices=True)
+'''
+
+HUNK = Hunk(
+    NAME,
+    f"module level, right before `@triton.jit def {ANCHOR}`",
+    None,
+    GUMBEL_NOISED_ARGMAX,
+    "`gumbel_noised_argmax` lets the selector's walk draw the same Gumbel noise "
+    "as verification does.",
 )
-from ._meaning import is_attribute
-from ._names import Reads, module_bindings, named
-from .hunks import GUMBEL
-from .hunks import GUMBEL_ANCHOR as ANCHOR
-from .hunks import GUMBEL_NAME as NAME
-from .hunks import GUMBEL_NEEDS as NEEDS
-
-(HUNK,) = GUMBEL.hunks
 
 
-def _jitted(function: cst.FunctionDef) -> bool:
+@dataclasses.dataclass(kw_only=True, eq=False)
+class Functions(Site):
+    """Applied: the function, and any further definition of it, to remove."""
+
+    more: tuple[Path, ...] = ()
+
+
+def _jitted(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     # `@triton.jit(...)` with options is just as much a Triton function.
     return any(
-        is_attribute(d.decorator, "triton", "jit")
-        or (
-            isinstance(d.decorator, cst.Call)
-            and is_attribute(d.decorator.func, "triton", "jit")
-        )
-        for d in function.decorators
+        is_attribute(d, "triton", "jit")
+        or (isinstance(d, ast.Call) and is_attribute(d.func, "triton", "jit"))
+        for d in function.decorator_list
     )
 
 
-class GumbelNoisedArgmax(BackportCodemod):
-    SPEC = GUMBEL
+def judge(source: Source) -> dict[str, Judged]:
+    existing = source.module.defs(NAME)
+    refused = other_version(existing, HUNK.after, f"`{NAME}` as the spec writes it")
+    if refused is not None:
+        return {HUNK.name: refused}
+    if existing:
+        first, *more = (f.pinned() for f in existing)
+        return {HUNK.name: applied(Functions(path=first, more=tuple(more)))}
 
-    def judge(self, tree: cst.Module) -> dict[str, Judged]:
-        existing = named(tree.body, cst.FunctionDef, NAME)
-        expected = f"`{NAME}` as the spec writes it"
-        refused = self.other_version(existing, HUNK.after, expected)
-        if refused is not None:
-            return {HUNK.name: refused}
-        if existing:
-            return {HUNK.name: applied(existing)}
-
-        anchors = named(tree.body, cst.FunctionDef, ANCHOR)
-        problems = []
-        if not anchors:
-            problems.append(
-                f"no module-level `{ANCHOR}` (renamed or removed?) to put "
-                f"`{NAME}` before"
-            )
-        elif len(anchors) > 1:
-            problems.append(f"{len(anchors)} module-level `{ANCHOR}` definitions")
-        elif not _jitted(anchors[0]):
-            problems.append(f"`{ANCHOR}` without `@triton.jit`")
-        bindings = module_bindings(tree.body)
-        missing = [name for name in NEEDS if name not in bindings]
-        if missing:
-            problems.append(
-                ", ".join(f"`{name}`" for name in missing)
-                + " neither imported nor defined at module level, though "
-                f"`{NAME}` uses " + ("it" if len(missing) == 1 else "them")
-            )
-        if problems:
-            return {
-                HUNK.name: drift(
-                    f"a module-level `@triton.jit def {ANCHOR}` to insert before, "
-                    "and module-level " + ", ".join(f"`{n}`" for n in NEEDS),
-                    "; ".join(problems),
-                )
-            }
-        return {HUNK.name: pending(anchors[0])}
-
-    def unsafe_to_undo(
-        self, tree: cst.Module, to_undo: dict[str, Judged]
-    ) -> dict[str, Judged]:
-        """Other module code that calls the function would break without it."""
-        if HUNK.name not in to_undo:
-            return {}
-        callers = Reads(tree).elsewhere(NAME, leaving=to_undo[HUNK.name].site)
-        if not callers:
-            return {}
+    anchors = source.module.defs(ANCHOR)
+    problems = []
+    if not anchors:
+        problems.append(
+            f"no module-level `{ANCHOR}` (renamed or removed?) to put `{NAME}` before"
+        )
+    elif len(anchors) > 1:
+        problems.append(f"{len(anchors)} module-level `{ANCHOR}` definitions")
+    elif not _jitted(anchors[0].node):  # type: ignore[arg-type]
+        problems.append(f"`{ANCHOR}` without `@triton.jit`")
+    bindings = module_bindings(source.tree.body)
+    missing = [name for name in NEEDS if name not in bindings]
+    if missing:
+        problems.append(
+            ", ".join(f"`{name}`" for name in missing)
+            + " neither imported nor defined at module level, though "
+            f"`{NAME}` uses " + ("it" if len(missing) == 1 else "them")
+        )
+    if problems:
         return {
             HUNK.name: drift(
-                f"`{NAME}` called by nothing else in the module, so that it can go",
-                f"it called by {', '.join(callers)} (removing it would break "
-                + ("it" if len(callers) == 1 else "them")
-                + ")",
+                f"a module-level `@triton.jit def {ANCHOR}` to insert before, "
+                "and module-level " + ", ".join(f"`{n}`" for n in NEEDS),
+                "; ".join(problems),
             )
         }
+    return {HUNK.name: pending(Site(path=anchors[0].pinned()))}
 
-    def forward(self, tree: cst.Module, sites: dict) -> cst.Module:
-        new = self.statement(HUNK.after)
-        body = insert_before(tree.body, sites[HUNK.name], [new], blank_lines=2)
-        return tree.with_changes(body=body)
 
-    def backward(self, tree: cst.Module, sites: dict) -> cst.Module:
-        # What followed the function takes back the blank lines it took.
-        return tree.with_changes(body=removed(tree.body, sites[HUNK.name]))
+def before_undo(source: Source, to_undo: dict[str, Judged]) -> dict[str, Judged]:
+    """Other module code that calls the function would break without it."""
+    leaving = [f.node for f in source.module.defs(NAME)]
+    callers = Readers(source).of(NAME, leaving)
+    if not callers:
+        return {}
+    return {
+        HUNK.name: drift(
+            f"`{NAME}` called by nothing else in the module, so that it can go",
+            f"it called by {', '.join(callers)} (removing it would break "
+            + ("it" if len(callers) == 1 else "them")
+            + ")",
+        )
+    }
+
+
+GUMBEL = Edit(
+    "gumbel",
+    "vllm/v1/worker/gpu/sample/gumbel.py",
+    "gumbel_noised_argmax: the Gumbel-max draw as a Triton function a "
+    "draft walk can share with verification",
+    Role.SEAM,
+    (HUNK,),
+    judge,
+    writer="gumbel:GumbelNoisedArgmax",
+    before_undo=before_undo,
+)

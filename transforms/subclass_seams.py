@@ -30,39 +30,85 @@ attribute goes, and a rerouted construction names 0.27.1's class again.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
-from collections.abc import Callable
+import textwrap
+from typing import NamedTuple
 
-import libcst as cst
+from .edit import Edit, Hunk, Judged, Role, Site, applied, drift, exactly_one, pending
+from .judging import is_attribute
+from .meaning import meaning, same_meaning
+from .names import class_bindings, may_bind, module_bindings
+from .source import Found, Path, Source
+from .vocabulary import State
 
-from dflash2_backport.verdicts import State
-
-from ._base import (
-    BackportCodemod,
-    Judged,
-    applied,
-    drift,
-    exactly_one,
-    leading_blank_lines,
-    pending,
-    placed_before,
-    replaced,
+LAYER_CONSTRUCTION = """\
+self.layers = nn.ModuleList(
+    [
+        DFlashQwen3DecoderLayer(
+            current_vllm_config,
+            config=self.config,
+            layer_idx=layer_idx,
+            cache_config=current_vllm_config.cache_config,
+            quant_config=self.quant_config,
+            prefix=maybe_prefix(prefix, f"layers.{layer_idx + start_layer_id}"),
+        )
+        for layer_idx in range(self.config.num_hidden_layers)
+    ]
 )
-from ._meaning import describe, find_all, is_attribute, is_docstring, same_meaning
-from ._names import class_bindings, may_bind, members_named, module_bindings, named
-from .hunks import LAYER_CONSTRUCTION, MODEL_CONSTRUCTION, SUBCLASS_SEAMS
+"""
+MODEL_CONSTRUCTION = """\
+self.model = DFlashQwen3Model(
+    vllm_config=vllm_config,
+    prefix=maybe_prefix(prefix, "model"),
+    start_layer_id=target_layer_num,
+)
+"""
+
+_WHY = (
+    "`decoder_layer_cls` and `model_cls` let DFlash2 substitute its own layer "
+    "and model instead of copying the DFlash1 model."
+)
+LAYER_ATTRIBUTE = Hunk(
+    "decoder_layer_cls attribute",
+    "class DFlashQwen3Model, first in its body",
+    None,
+    "decoder_layer_cls = DFlashQwen3DecoderLayer\n",
+    _WHY,
+)
+LAYERS = Hunk(
+    "layers via decoder_layer_cls",
+    "DFlashQwen3Model.__init__, the one `self.layers = ...`",
+    LAYER_CONSTRUCTION,
+    LAYER_CONSTRUCTION.replace("        DFlashQwen3DecoderLayer(", "        self.decoder_layer_cls("),
+    _WHY,
+)
+MODEL_ATTRIBUTE = Hunk(
+    "model_cls attribute",
+    "class DFlashQwen3ForCausalLM, first in its body",
+    None,
+    "model_cls = DFlashQwen3Model\n",
+    _WHY,
+)
+MODEL = Hunk(
+    "model via model_cls",
+    "DFlashQwen3ForCausalLM.__init__, the one `self.model = ...`",
+    MODEL_CONSTRUCTION,
+    MODEL_CONSTRUCTION.replace("DFlashQwen3Model(", "self.model_cls("),
+    _WHY,
+)
 
 
-@dataclasses.dataclass(frozen=True)
-class Seam:
+class Seam(NamedTuple):
     owner: str  # the class that gains the attribute
     attribute: str
     value: str  # the class 0.27.1 hard-codes; also the attribute's value
     target: str  # what the construction is assigned to, e.g. `self.layers`
-    # 0.27.1's whole assignment; the seam changes only the constructor.
-    construction: str
-    attribute_hunk: str
-    construction_hunk: str
+    #: The constructor is the element of a list comprehension, the one
+    #: argument of the call assigned (`nn.ModuleList([... for ...])`).
+    in_list: bool
+    attribute_hunk: Hunk
+    construction_hunk: Hunk
 
     @property
     def seam(self) -> str:
@@ -70,97 +116,199 @@ class Seam:
 
 
 LAYER_SEAM = Seam(
-    owner="DFlashQwen3Model",
-    attribute="decoder_layer_cls",
-    value="DFlashQwen3DecoderLayer",
-    target="self.layers",
-    construction=LAYER_CONSTRUCTION,
-    attribute_hunk=SUBCLASS_SEAMS.hunks[0].name,
-    construction_hunk=SUBCLASS_SEAMS.hunks[1].name,
-)
-
+    "DFlashQwen3Model", "decoder_layer_cls", "DFlashQwen3DecoderLayer",
+    "self.layers", True, LAYER_ATTRIBUTE, LAYERS,
+)  # fmt: skip
 MODEL_SEAM = Seam(
-    owner="DFlashQwen3ForCausalLM",
-    attribute="model_cls",
-    value="DFlashQwen3Model",
-    target="self.model",
-    construction=MODEL_CONSTRUCTION,
-    attribute_hunk=SUBCLASS_SEAMS.hunks[2].name,
-    construction_hunk=SUBCLASS_SEAMS.hunks[3].name,
-)
-
+    "DFlashQwen3ForCausalLM", "model_cls", "DFlashQwen3Model",
+    "self.model", False, MODEL_ATTRIBUTE, MODEL,
+)  # fmt: skip
 SEAMS = (LAYER_SEAM, MODEL_SEAM)
 
 
-# -- finding things ---------------------------------------------------------
+@dataclasses.dataclass(kw_only=True, eq=False)
+class Attribute(Site):
+    """The first statement of the class body: the attribute goes first in the
+    class (after a docstring), and a removed one that stood there gives its
+    blank lines back to what follows. Applied, every statement of the body
+    that binds the attribute."""
+
+    attribute: str
+    value: str
+    bindings: tuple[Path, ...] = ()
 
 
-def _constructor(seam: Seam, value: cst.BaseExpression) -> cst.Call | None:
+@dataclasses.dataclass(kw_only=True, eq=False)
+class Construction(Site):
+    """The assignment whose constructor the seam reroutes."""
+
+    in_list: bool
+    #: What the constructor becomes.
+    callee: str
+
+
+def judge(source: Source) -> dict[str, Judged]:
+    judged: dict[str, Judged] = {}
+    for seam in SEAMS:
+        owner = exactly_one(
+            source.module.classes(seam.owner), f"one module-level class {seam.owner}"
+        )
+        if isinstance(owner, Judged):
+            judged[seam.attribute_hunk.name] = judged[seam.construction_hunk.name] = owner
+            continue
+        judged[seam.attribute_hunk.name] = _attribute(seam, source, owner)
+        judged[seam.construction_hunk.name] = _construction(seam, source, owner)
+    # In the declared order.
+    return {h.name: judged[h.name] for h in (LAYER_ATTRIBUTE, LAYERS, MODEL_ATTRIBUTE, MODEL)}
+
+
+def _attribute(seam: Seam, source: Source, owner: Found) -> Judged:
+    """The attribute, bound in the class body to the class 0.27.1 names."""
+    expected = f"`{seam.attribute} = {seam.value}` in class {seam.owner}"
+    bindings = class_bindings(owner, seam.attribute)
+    for binding in bindings:
+        node = binding.node
+        if isinstance(node, ast.Assign | ast.AnnAssign):
+            if node.value is not None and same_meaning(node.value, seam.value):
+                continue
+            found = f"{source.describe(node)}; point it at {seam.value} or drop it"
+        else:
+            kind = "method" if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) else "class"
+            found = f"a {kind} named {seam.attribute}; rename it"
+        return drift(expected, found)
+    site = Attribute(
+        # Not pinned to what it means: the construction, rewritten first, may
+        # stand there.
+        path=owner.statements()[0].path,
+        attribute=seam.attribute,
+        value=seam.value,
+        bindings=tuple(b.pinned() for b in bindings),
+    )
+    if bindings:
+        return applied(site)
+    # The attribute reads its value when the class is created, so the value
+    # must already exist by then.
+    body = source.tree.body
+    above = module_bindings(body[: body.index(owner.node)])  # type: ignore[arg-type]
+    if not may_bind(above, seam.value):
+        return drift(
+            f"{seam.value} defined or imported above class {seam.owner} "
+            f"(the new `{seam.attribute}` reads it when the class is created)",
+            "it only below the class or not at all; move its definition or "
+            "import above the class",
+        )
+    return pending(site)
+
+
+def _constructor(seam: Seam, value: ast.expr | None) -> ast.Call | None:
     """The call that builds the layer (inside the list) or the model."""
-    if seam is LAYER_SEAM:
-        if (
-            isinstance(value, cst.Call)
-            and len(value.args) == 1
-            and isinstance(value.args[0].value, cst.ListComp)
-            and isinstance(value.args[0].value.elt, cst.Call)
-        ):
-            assert isinstance(value, cst.Call)
-            element = value.args[0].value
-            assert isinstance(element, cst.ListComp)
-            assert isinstance(element.elt, cst.Call)
-            return element.elt
-        return None
-    return value if isinstance(value, cst.Call) else None
+    if not seam.in_list:
+        return value if isinstance(value, ast.Call) else None
+    if (
+        isinstance(value, ast.Call)
+        and len(value.args) == 1
+        and not value.keywords
+        and isinstance(value.args[0], ast.ListComp)
+        and isinstance(value.args[0].elt, ast.Call)
+    ):
+        return value.args[0].elt
+    return None
 
 
-def _canonical(assignment: cst.Assign, call: cst.Call, callee: str) -> cst.Assign:
+def _construction(seam: Seam, source: Source, owner: Found) -> Judged:
+    """The construction, as 0.27.1 writes it but for the class it calls."""
+    where = f"{seam.owner}.__init__"
+    init = exactly_one(owner.defs("__init__"), f"one {where}")
+    if isinstance(init, Judged):
+        return init
+    attribute = seam.target.split(".")[1]
+    assignment = exactly_one(
+        init.walk(
+            lambda s: isinstance(s, ast.Assign)
+            and any(is_attribute(t, "self", attribute) for t in s.targets)
+        ),
+        f"one `{seam.target} = ...` in {where}",
+    )
+    if isinstance(assignment, Judged):
+        return assignment
+    node = assignment.node
+    assert isinstance(node, ast.Assign)
+    call = _constructor(seam, node.value)
+    if call is None:
+        return drift(
+            f"{where} to build {seam.target} with {seam.value}(...)", source.describe(node)
+        )
+
+    if same_meaning(call.func, seam.value):
+        judged = pending(Construction(path=assignment.pinned(), in_list=seam.in_list, callee=seam.seam))
+    elif same_meaning(call.func, seam.seam):
+        judged = applied(Construction(path=assignment.pinned(), in_list=seam.in_list, callee=seam.value))
+    else:
+        return drift(
+            f"{where} to build {seam.target} with {seam.value}(...) or {seam.seam}(...)",
+            f"{_outline(node, call)}; a subclass would not get its own class through "
+            f"{seam.seam}",
+        )
+
+    spec = Source(textwrap.dedent(seam.construction_hunk.before or ""))
+    (spec_assignment,) = spec.tree.body
+    assert isinstance(spec_assignment, ast.Assign)
+    spec_call = _constructor(seam, spec_assignment.value)
+    assert spec_call is not None
+    if _canonical(node, call, seam.value) != _canonical(spec_assignment, spec_call, seam.value):
+        remedy = "bring it back to 0.27.1's" + (
+            f" or route the construction through {seam.seam} by hand"
+            if judged.state is State.PENDING
+            else ""
+        )
+        return drift(
+            f"{seam.target} built as in 0.27.1 apart from the class",
+            f"{_argument_difference(source, call, spec, spec_call, node)}; {remedy}",
+        )
+    return judged
+
+
+def _canonical(assignment: ast.Assign, call: ast.Call, callee: str) -> str:
     """The assignment with `callee` as constructor and keywords in name order.
 
     Keyword order changes nothing here (every argument is a plain read), so
     `prefix=..., vllm_config=...` means the same as the reverse.
     """
-    if any(arg.star for arg in call.args):
-        args = call.args
-    else:
-        positional = [a for a in call.args if a.keyword is None]
-        keywords = sorted(
-            (a for a in call.args if a.keyword is not None),
-            key=lambda a: a.keyword.value if a.keyword else "",
-        )
-        args = (*positional, *keywords)
-    canonical = call.with_changes(func=cst.Name(callee), args=args)
-    result = assignment.deep_replace(call, canonical)
-    assert isinstance(result, cst.Assign)
-    return result
+    func, keywords = call.func, call.keywords
+    call.func = ast.Name(id=callee, ctx=ast.Load())
+    if not any(isinstance(a, ast.Starred) for a in call.args) and all(
+        k.arg is not None for k in keywords
+    ):
+        call.keywords = sorted(keywords, key=lambda k: k.arg or "")
+    try:
+        return meaning(assignment)
+    finally:
+        call.func, call.keywords = func, keywords
 
 
 def _argument_difference(
-    found: cst.Call, expected: cst.Call, around: cst.Assign
+    source: Source, found: ast.Call, spec: Source, expected: ast.Call, around: ast.Assign
 ) -> str:
     """The constructor arguments that differ, in words; else the code around."""
-    positional = [a.value for a in found.args if a.keyword is None]
-    expected_positional = [a.value for a in expected.args if a.keyword is None]
-    keywords = {a.keyword.value: a.value for a in found.args if a.keyword}
-    expected_keywords = {a.keyword.value: a.value for a in expected.args if a.keyword}
+    keywords = {k.arg: k.value for k in found.keywords if k.arg}
+    expected_keywords = {k.arg: k.value for k in expected.keywords if k.arg}
     differences = []
-    if len(positional) != len(expected_positional) or not all(
-        same_meaning(a, b) for a, b in zip(positional, expected_positional)
+    if len(found.args) != len(expected.args) or not all(
+        same_meaning(a, b) for a, b in zip(found.args, expected.args)
     ):
         differences.append(
-            "positional arguments "
-            + describe(cst.Tuple([cst.Element(v) for v in positional]))
-            + " instead of "
-            + describe(cst.Tuple([cst.Element(v) for v in expected_positional]))
+            f"positional arguments {_tuple(source, found.args)} instead of "
+            f"{_tuple(spec, expected.args)}"
         )
     for name, value in expected_keywords.items():
         if name not in keywords:
             differences.append(f"no {name}= argument")
         elif not same_meaning(keywords[name], value):
             differences.append(
-                f"{name}={describe(keywords[name])} instead of {describe(value)}"
+                f"{name}={source.describe(keywords[name])} instead of {spec.describe(value)}"
             )
     differences.extend(
-        f"an extra {name}={describe(value)}"
+        f"an extra {name}={source.describe(value)}"
         for name, value in keywords.items()
         if name not in expected_keywords
     )
@@ -169,243 +317,29 @@ def _argument_difference(
     return f"the same arguments in other code around them: {_outline(around, found)}"
 
 
-def _outline(assignment: cst.Assign, call: cst.Call) -> str:
+def _tuple(source: Source, values: list[ast.expr]) -> str:
+    texts = [" ".join(source.segment(v).split()) for v in values]
+    return repr("(" + ", ".join(texts) + ("," if len(texts) == 1 else "") + ")")
+
+
+def _outline(assignment: ast.Assign, call: ast.Call) -> str:
     """The assignment on one line, with the constructor's arguments elided."""
-    elided = assignment.deep_replace(
-        call,
-        call.with_changes(
-            args=[cst.Arg(cst.Ellipsis())],
-            whitespace_before_args=cst.SimpleWhitespace(""),
-        ),
-    )
-    assert isinstance(elided, cst.CSTNode)
-    return describe(elided, 120)
+    args, keywords = call.args, call.keywords
+    call.args, call.keywords = [ast.Constant(value=...)], []
+    try:
+        text = " ".join(ast.unparse(assignment).split())
+    finally:
+        call.args, call.keywords = args, keywords
+    return repr(text if len(text) <= 120 else text[:117] + "...")
 
 
-def _spec_assignment(seam: Seam) -> tuple[cst.Assign, cst.Call]:
-    line = cst.parse_statement(seam.construction)
-    assert isinstance(line, cst.SimpleStatementLine)
-    assignment = line.body[0]
-    assert isinstance(assignment, cst.Assign)
-    call = _constructor(seam, assignment.value)
-    assert call is not None
-    return assignment, call
-
-
-# -- the codemod ------------------------------------------------------------
-
-
-class SubclassSeams(BackportCodemod):
-    SPEC = SUBCLASS_SEAMS
-
-    def judge(self, tree: cst.Module) -> dict[str, Judged]:
-        judged: dict[str, Judged] = {}
-        for seam in SEAMS:
-            owner = exactly_one(
-                named(tree.body, cst.ClassDef, seam.owner),
-                f"one module-level class {seam.owner}",
-            )
-            if isinstance(owner, Judged):
-                judged[seam.attribute_hunk] = judged[seam.construction_hunk] = owner
-                continue
-            judged[seam.attribute_hunk] = self._judge_attribute(seam, tree, owner)
-            judged[seam.construction_hunk] = self._judge_construction(seam, owner)
-        return judged
-
-    def forward(self, tree: cst.Module, sites: dict) -> cst.Module:
-        return self._rewrite(
-            tree, sites, lambda seam: seam.seam, self._insert_attribute
-        )
-
-    def backward(self, tree: cst.Module, sites: dict) -> cst.Module:
-        return self._rewrite(
-            tree, sites, lambda seam: seam.value, self._remove_attribute
-        )
-
-    # -- verdicts -----------------------------------------------------------
-
-    def _judge_attribute(
-        self, seam: Seam, tree: cst.Module, owner: cst.ClassDef
-    ) -> Judged:
-        """The attribute, bound in the class body to the class 0.27.1 names;
-        the site is the class."""
-        expected = f"`{seam.attribute} = {seam.value}` in class {seam.owner}"
-        bindings = class_bindings(owner, seam.attribute)
-        for binding in bindings:
-            if isinstance(binding, cst.Assign | cst.AnnAssign):
-                if binding.value is not None and same_meaning(
-                    binding.value, seam.value
-                ):
-                    continue
-                found = f"{describe(binding)}; point it at {seam.value} or drop it"
-            else:
-                found = (
-                    f"a {'method' if isinstance(binding, cst.FunctionDef) else 'class'}"
-                    f" named {seam.attribute}; rename it"
-                )
-            return drift(expected, found)
-        if bindings:
-            return applied(owner)
-        # The attribute reads its value when the class is created, so the
-        # value must already exist by then.
-        above = module_bindings(tree.body[: tree.body.index(owner)])
-        if not may_bind(above, seam.value):
-            return drift(
-                f"{seam.value} defined or imported above class {seam.owner} "
-                f"(the new `{seam.attribute}` reads it when the class is created)",
-                "it only below the class or not at all; move its definition or "
-                "import above the class",
-            )
-        return pending(owner)
-
-    def _judge_construction(self, seam: Seam, owner: cst.ClassDef) -> Judged:
-        """The construction, as 0.27.1 writes it but for the class it calls;
-        the site is the class, its `__init__` and the constructor call."""
-        where = f"{seam.owner}.__init__"
-        init = exactly_one(
-            members_named(owner, cst.FunctionDef, "__init__"), f"one {where}"
-        )
-        if isinstance(init, Judged):
-            return init
-        attribute = seam.target.split(".")[1]
-        assignment = exactly_one(
-            find_all(
-                init,
-                lambda n: isinstance(n, cst.Assign)
-                and any(is_attribute(t.target, "self", attribute) for t in n.targets),
-            ),
-            f"one `{seam.target} = ...` in {where}",
-        )
-        if isinstance(assignment, Judged):
-            return assignment
-        assert isinstance(assignment, cst.Assign)
-        call = _constructor(seam, assignment.value)
-        if call is None:
-            return drift(
-                f"{where} to build {seam.target} with {seam.value}(...)",
-                describe(assignment),
-            )
-
-        if same_meaning(call.func, seam.value):
-            judged = pending((owner, init, call))
-        elif same_meaning(call.func, seam.seam):
-            judged = applied((owner, init, call))
-        else:
-            return drift(
-                f"{where} to build {seam.target} with {seam.value}(...) or "
-                f"{seam.seam}(...)",
-                f"{_outline(assignment, call)}; a subclass would not get its own "
-                f"class through {seam.seam}",
-            )
-
-        spec_assignment, spec_call = _spec_assignment(seam)
-        if not same_meaning(
-            _canonical(assignment, call, seam.value),
-            _canonical(spec_assignment, spec_call, seam.value),
-        ):
-            remedy = "bring it back to 0.27.1's" + (
-                f" or route the construction through {seam.seam} by hand"
-                if judged.state is State.PENDING
-                else ""
-            )
-            return drift(
-                f"{seam.target} built as in 0.27.1 apart from the class",
-                f"{_argument_difference(call, spec_call, assignment)}; {remedy}",
-            )
-        return judged
-
-    # -- rewriting ----------------------------------------------------------
-
-    def _rewrite(
-        self,
-        tree: cst.Module,
-        sites: dict,
-        callee: Callable[[Seam], str],
-        attribute: Callable[[Seam, cst.ClassDef], cst.ClassDef],
-    ) -> cst.Module:
-        """Each class with its construction calling `callee(seam)` and its
-        attribute rewritten by `attribute`, where those hunks are in `sites`."""
-        replacements: dict[cst.ClassDef, cst.ClassDef] = {}
-        for seam in SEAMS:
-            owner = original = None
-            if seam.construction_hunk in sites:
-                owner = original = sites[seam.construction_hunk][0]
-                _, init, call = sites[seam.construction_hunk]
-                rerouted = call.with_changes(
-                    func=cst.parse_expression(
-                        callee(seam), config=self.module.config_for_parsing
-                    )
-                )
-                # Only `__init__` is walked: the class around it is large.
-                new_init = init.deep_replace(call, rerouted)
-                block = owner.body
-                assert isinstance(block, cst.IndentedBlock)
-                owner = owner.with_changes(
-                    body=block.with_changes(body=replaced(block.body, init, new_init))
-                )
-            if seam.attribute_hunk in sites:
-                original = sites[seam.attribute_hunk]
-                owner = attribute(seam, owner if owner is not None else original)
-            if owner is not None:
-                replacements[original] = owner
-        return tree.with_changes(body=[replacements.get(s, s) for s in tree.body])
-
-    def _insert_attribute(self, seam: Seam, owner: cst.ClassDef) -> cst.ClassDef:
-        block = owner.body
-        assert isinstance(block, cst.IndentedBlock)
-        members = list(block.body)
-        attribute = self.statement(f"{seam.attribute} = {seam.value}\n")
-        # First in the class, after its docstring: the attribute takes over
-        # the blank lines before the member that used to open the class.
-        position = 1 if members and is_docstring(members[0]) else 0
-        if position < len(members):
-            members[position : position + 1] = placed_before(
-                members[position], [attribute]
-            )
-        else:
-            members.append(attribute)
-        return owner.with_changes(body=block.with_changes(body=members))
-
-    def _remove_attribute(self, seam: Seam, owner: cst.ClassDef) -> cst.ClassDef:
-        """The class without any binding of the attribute; where
-        `_insert_attribute` put it, the member after it gets its blank lines back."""
-        block = owner.body
-        assert isinstance(block, cst.IndentedBlock)
-        bindings = {id(binding) for binding in class_bindings(owner, seam.attribute)}
-        docstring = 1 if block.body and is_docstring(block.body[0]) else 0
-        members: list[cst.BaseStatement] = []
-        # Where the removed line stood (first in the class or not) and the
-        # blank lines above it, for the member that follows it.
-        gap: tuple[bool, list[cst.EmptyLine]] | None = None
-        for member in block.body:
-            if isinstance(member, cst.SimpleStatementLine):
-                kept = [small for small in member.body if id(small) not in bindings]
-                if not kept:
-                    # Comments above the attribute go with it.
-                    if gap is None:
-                        blank, _ = leading_blank_lines(member.leading_lines)
-                        gap = (len(members) == docstring, blank)
-                    continue
-                if len(kept) < len(member.body):
-                    last = kept[-1].with_changes(semicolon=cst.MaybeSentinel.DEFAULT)
-                    member = member.with_changes(body=[*kept[:-1], last])
-            if gap is not None:
-                member = _separated(member, *gap)
-                gap = None
-            members.append(member)
-        return owner.with_changes(body=block.with_changes(body=members))
-
-
-def _separated(
-    member: cst.BaseStatement, first: bool, removed: list[cst.EmptyLine]
-) -> cst.BaseStatement:
-    """The member that followed a removed line, separated from what precedes.
-
-    Where the edit inserts (first in the class, after any docstring), it takes
-    the removed line's blank lines, as `placed_before` gave them away; anywhere
-    else it keeps the wider of the two separations.
-    """
-    blank, rest = leading_blank_lines(member.leading_lines)
-    if first or len(removed) > len(blank):
-        blank = removed
-    return member.with_changes(leading_lines=[*blank, *rest])
+SUBCLASS_SEAMS = Edit(
+    "subclass-seams",
+    "vllm/model_executor/models/qwen3_dflash.py",
+    "DFlashQwen3Model.decoder_layer_cls and DFlashQwen3ForCausalLM.model_cls "
+    "let subclasses swap in their own decoder layer and model",
+    Role.SEAM,
+    (LAYER_ATTRIBUTE, LAYERS, MODEL_ATTRIBUTE, MODEL),
+    judge,
+    writer="subclass_seams:SubclassSeams",
+)

@@ -56,393 +56,427 @@ the module.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import ast
+import dataclasses
+import textwrap
 
-import libcst as cst
+from .edit import Edit, Hunk, Judged, Role, Site, applied, drift, exactly_one, pending
+from .judging import other_version
+from .meaning import same_meaning
+from .names import Readers, module_bindings, origin_words
+from .source import Found, Path, Source, shares_a_line
 
-from ._base import (
-    BackportCodemod,
-    Judged,
-    applied,
-    drift,
-    exactly_one,
-    insert_before,
-    is_one_of,
-    leading_blank_lines,
-    pending,
-    placed_before,
-    removed,
-    with_blank_lines,
+#: Imports the helpers' annotations and decorator need: name -> (module, line).
+IMPORTS = {
+    "Callable": ("collections.abc", "from collections.abc import Callable"),
+    "cache": ("functools", "from functools import cache"),
+}
+HAS_FLASHINFER = "from vllm.utils.flashinfer import has_flashinfer"
+FLASHINFER_TOPK = '''\
+@cache
+def _flashinfer_topk() -> Callable[..., tuple[torch.Tensor, torch.Tensor]] | None:
+    """FlashInfer's radix top-k, or None for torch.topk."""
+    if not current_platform.is_cuda():
+        return None
+    if not has_flashinfer():
+        return None
+    from flashinfer import top_k
+
+    return top_k
+'''
+TOPK = """\
+def _topk(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    impl = _flashinfer_topk()
+    if impl is None or not scores.is_cuda:
+        return torch.topk(scores, k, dim=-1)
+    return impl(scores, k, sorted=True, deterministic=True)
+"""
+HELPERS = {"_flashinfer_topk": FLASHINFER_TOPK, "_topk": TOPK}
+# Written at class-body depth so the docstring's own lines keep the spec's
+# indentation once the method sits in the class.
+GET_TOP_K_TOKENS = '''\
+    def get_top_k_tokens(
+        self,
+        lm_head: VocabParallelEmbedding,
+        hidden_states: torch.Tensor,
+        k: int,
+        embedding_bias: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Vocab-parallel top-k without all-gathering full logits.
+
+        The `get_top_tokens` reduction widened from one token to k, returning
+        the values as well as the global ids. Communication is
+        O(batch * 2k * tp_size) rather than O(batch * vocab_size).
+
+        Scale and soft cap are applied to the k selected values rather than
+        the whole vocabulary; both are monotonic, so the selection is the same
+        and only k entries are touched.
+        """
+        if self.scale <= 0.0 and self.scale != 1.0:
+            raise ValueError(
+                "The local top-k reduction optimization is not supported for "
+                "non-positive logit scaling factors."
+            )
+
+        logits = self._apply_head(lm_head, hidden_states, embedding_bias)
+
+        # Mask out padding entries beyond org_vocab_size on this shard.
+        num_pad = lm_head.shard_indices.num_org_vocab_padding
+        if num_pad > 0:
+            logits[..., -num_pad:] = -float("inf")
+
+        values, ids = _topk(logits, k)
+        # Convert shard-local indices to global vocab indices.
+        ids = ids.to(torch.int64) + lm_head.shard_indices.org_vocab_start_index
+
+        if lm_head.tp_size > 1:
+            values = tensor_model_parallel_all_gather(values, dim=-1)
+            ids = tensor_model_parallel_all_gather(ids, dim=-1)
+            values, selected = _topk(values, k)
+            ids = ids.gather(-1, selected)
+
+        values = values.float()
+        if self.scale != 1.0:
+            values = values * self.scale
+        if self.soft_cap is not None:
+            values = torch.tanh(values / self.soft_cap) * self.soft_cap
+        return ids, values
+'''
+CLASS = "LogitsProcessor"
+METHOD = "get_top_k_tokens"
+METHOD_ANCHOR = "extra_repr"
+#: What the new method relies on besides the helpers inserted with it.
+METHOD_NEEDS_MEMBERS = ("_apply_head",)
+METHOD_NEEDS_NAMES = ("VocabParallelEmbedding", "tensor_model_parallel_all_gather")
+
+_WHY = (
+    "`get_top_k_tokens` gives the selector its top-K candidates with "
+    "O(batch·2K·tp) communication instead of gathering the whole vocabulary."
 )
-from ._meaning import dotted, same_meaning
-from ._names import Reads, members_named, module_bindings, named, origin_words
-from .hunks import GET_TOP_K_TOKENS, HAS_FLASHINFER, VOCAB_PARALLEL_TOPK
-from .hunks import TOPK_CLASS as CLASS
-from .hunks import TOPK_HELPERS as HELPERS
-from .hunks import TOPK_IMPORTS as IMPORTS
-from .hunks import TOPK_METHOD as METHOD
-from .hunks import TOPK_METHOD_ANCHOR as METHOD_ANCHOR
-from .hunks import TOPK_METHOD_NEEDS_MEMBERS as METHOD_NEEDS_MEMBERS
-from .hunks import TOPK_METHOD_NEEDS_NAMES as METHOD_NEEDS_NAMES
-
-IMPORTS_HUNK, HELPERS_HUNK, METHOD_HUNK = VOCAB_PARALLEL_TOPK.hunks
-
-# -- the spec's code ------------------------------------------------------
-
-
-def _is_import_line(stmt: cst.CSTNode) -> bool:
-    return (
-        isinstance(stmt, cst.SimpleStatementLine)
-        and bool(stmt.body)
-        and all(isinstance(s, cst.Import | cst.ImportFrom) for s in stmt.body)
-    )
-
-
-Body = list[cst.BaseStatement]
-#: Statements to insert, by the index of the module statement they go next to.
-Inserts = dict[int, list[cst.BaseStatement]]
+IMPORTS_HUNK = Hunk(
+    "imports",
+    "module level, right before `import torch`",
+    None,
+    "".join(line + "\n" for _, line in IMPORTS.values()),
+    _WHY,
+)
+HELPERS_HUNK = Hunk(
+    "top-k helpers",
+    "module level, the import right after `from vllm.platforms import "
+    "current_platform`, the helpers after the import block",
+    None,
+    f"{HAS_FLASHINFER}\n\n\n{FLASHINFER_TOPK}\n\n{TOPK}",
+    _WHY,
+)
+METHOD_HUNK = Hunk(
+    "get_top_k_tokens",
+    f"class {CLASS}, right before {METHOD_ANCHOR}",
+    None,
+    textwrap.dedent(GET_TOP_K_TOKENS),
+    _WHY,
+)
 
 
-def _sole_import(stmt: cst.CSTNode) -> cst.Import | cst.ImportFrom | None:
-    """The import a line holds, when it holds one import and nothing else."""
-    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
-        (small,) = stmt.body
-        if isinstance(small, cst.Import | cst.ImportFrom):
-            return small
+@dataclasses.dataclass(kw_only=True, eq=False)
+class Imports(Site):
+    """`import torch`, and the names to import right before it."""
+
+    missing: tuple[str, ...]
+
+
+@dataclasses.dataclass(kw_only=True, eq=False)
+class Helpers(Site):
+    """The `current_platform` import, the last import of its block (the
+    helpers go after it), and whether `has_flashinfer` must be imported."""
+
+    last_import: Path
+    import_has_flashinfer: bool
+
+
+@dataclasses.dataclass(kw_only=True, eq=False)
+class Removal(Site):
+    """Module-level statements that undoing removes: `path` and `more`."""
+
+    more: tuple[Path, ...] = ()
+
+
+def _lone_import(source: Source, index: int) -> ast.Import | ast.ImportFrom | None:
+    """The module-level import at `index`, when it has its line to itself."""
+    statement = source.tree.body[index]
+    if isinstance(statement, ast.Import | ast.ImportFrom) and not shares_a_line(
+        source.tree.body, index
+    ):
+        return statement
     return None
 
 
-def _binds_plainly(names: Sequence[cst.ImportAlias], name: str) -> bool:
-    return any(dotted(a.name) == name and a.asname is None for a in names)
-
-
-def _imports_torch(stmt: cst.CSTNode) -> bool:
-    """`import torch` (among other modules, perhaps), on a line of its own."""
-    found = _sole_import(stmt)
-    return isinstance(found, cst.Import) and _binds_plainly(found.names, "torch")
-
-
-def _imports_platform(stmt: cst.CSTNode) -> bool:
-    """`from vllm.platforms import current_platform`, on a line of its own."""
-    found = _sole_import(stmt)
-    return (
-        isinstance(found, cst.ImportFrom)
-        and not found.relative
-        and dotted(found.module) == "vllm.platforms"
-        and not isinstance(found.names, cst.ImportStar)
-        and _binds_plainly(found.names, "current_platform")
+def _import_line(source: Source, index: int) -> bool:
+    """Whether the statement is an import and so is all else on its line."""
+    body = source.tree.body
+    line = body[index].lineno
+    return all(
+        isinstance(s, ast.Import | ast.ImportFrom)
+        for s in body
+        if s.lineno <= line <= s.end_lineno  # type: ignore[operator]
     )
 
 
-# -- undoing the edit -----------------------------------------------------
+def _plainly(names: list[ast.alias], name: str) -> bool:
+    return any(a.name == name and a.asname is None for a in names)
 
 
-def _without_helpers(body: Body, doomed: Sequence[cst.CSTNode]) -> Body:
-    """The module body less the helpers and their import, as before they came.
-
-    The forward leaves what follows the helpers as it was, except that it
-    gives it two blank lines when it had fewer. Where it now follows the
-    import block again, it gets back the blank lines isort's convention puts
-    there: two before a def or class (kept), one before anything else.
-    """
-    kept: Body = []
-    after_removed = False
-    for statement in body:
-        if is_one_of(statement, doomed):
-            after_removed = True
-            continue
-        if after_removed and kept and _is_import_line(kept[-1]):
-            statement = _after_import_block(statement)
-        after_removed = False
-        kept.append(statement)
-    return kept
+def _torch(source: Source) -> int | None:
+    """The index of `import torch` (among other modules, perhaps), alone on its line."""
+    for i in range(len(source.tree.body)):
+        found = _lone_import(source, i)
+        if isinstance(found, ast.Import) and _plainly(found.names, "torch"):
+            return i
+    return None
 
 
-def _after_import_block(statement: cst.BaseStatement) -> cst.BaseStatement:
-    """The statement with isort's spacing after an import block, where the
-    forward's two blank lines may stand for fewer: one before anything but a
-    def or class."""
-    if isinstance(statement, cst.FunctionDef | cst.ClassDef):
-        return statement
-    blank, own = leading_blank_lines(statement.leading_lines)
-    if len(blank) != 2:
-        return statement
-    return statement.with_changes(leading_lines=[blank[0], *own])
+def _platform(source: Source) -> int | None:
+    """The index of `from vllm.platforms import current_platform`, alone on its line."""
+    for i in range(len(source.tree.body)):
+        found = _lone_import(source, i)
+        if (
+            isinstance(found, ast.ImportFrom)
+            and found.level == 0
+            and found.module == "vllm.platforms"
+            and _plainly(found.names, "current_platform")
+        ):
+            return i
+    return None
 
 
+def judge(source: Source) -> dict[str, Judged]:
+    bindings = module_bindings(source.tree.body)
+    return {
+        IMPORTS_HUNK.name: _imports(source, bindings),
+        HELPERS_HUNK.name: _helpers(source, bindings),
+        METHOD_HUNK.name: _method(source, bindings),
+    }
+
+
+def _imports(source: Source, bindings: dict[str, list[str]]) -> Judged:
+    missing: list[str] = []
+    conflicts: list[str] = []
+    for name, (module, _) in IMPORTS.items():
+        origins = set(bindings.get(name, []))
+        if not origins:
+            missing.append(name)
+        elif origins != {f"{module}.{name}"}:
+            other = ", ".join(sorted(origin_words(o) for o in origins))
+            conflicts.append(f"`{name}` bound to {other}")
+    if conflicts:
+        return drift(
+            "`Callable` from collections.abc and `cache` from functools, "
+            "or neither name bound at module level",
+            "; ".join(conflicts) + " (import them from those modules)",
+        )
+    if not missing:
+        return applied()
+    torch = _torch(source)
+    if torch is None:
+        return drift("a module-level `import torch` to put the imports before", "none")
+    path = source.module.statements()[torch].pinned()
+    return pending(Imports(path=path, missing=tuple(missing)))
+
+
+def _helpers(source: Source, bindings: dict[str, list[str]]) -> Judged:
+    present: dict[str, Found] = {}
+    for name, code in HELPERS.items():
+        existing = source.module.defs(name)
+        refused = other_version(existing, code, f"`{name}` as the spec writes it")
+        if refused is not None:
+            return refused
+        if existing:
+            present[name] = existing[0]
+    origins = set(bindings.get("has_flashinfer", []))
+    expected_origin = HAS_FLASHINFER.split()[1] + ".has_flashinfer"
+    if origins - {expected_origin}:
+        other = ", ".join(sorted(origin_words(o) for o in origins))
+        return drift(
+            f"`has_flashinfer` from {HAS_FLASHINFER.split()[1]}",
+            f"`has_flashinfer` bound to {other}",
+        )
+    if len(present) == len(HELPERS):
+        if not origins:
+            return drift(
+                f"`{HAS_FLASHINFER}` next to the top-k helpers",
+                "the helpers without it (`_flashinfer_topk` would raise NameError)",
+            )
+        return applied()
+    if present:
+        (name,) = present
+        (other,) = set(HELPERS) - set(present)
+        return drift("both `_flashinfer_topk` and `_topk`, or neither", f"`{name}` without `{other}`")
+    anchor = _platform(source)
+    if anchor is None:
+        return drift(
+            "a module-level `from vllm.platforms import current_platform` "
+            "to put the top-k helpers after",
+            "none",
+        )
+    # The helpers go after the whole import block the anchor sits in, so
+    # they never split imports (the block ends at the anchor in 0.27.1).
+    last = anchor
+    while last + 1 < len(source.tree.body) and _import_line(source, last + 1):
+        last += 1
+    statements = source.module.statements()
+    return pending(
+        Helpers(
+            path=statements[anchor].pinned(),
+            last_import=statements[last].pinned(),
+            import_has_flashinfer=not origins,
+        )
+    )
+
+
+def _method(source: Source, bindings: dict[str, list[str]]) -> Judged:
+    cls = exactly_one(source.module.classes(CLASS), f"one module-level class `{CLASS}`")
+    if isinstance(cls, Judged):
+        return cls
+    methods = cls.defs(METHOD)
+    refused = other_version(methods, GET_TOP_K_TOKENS, f"`{CLASS}.{METHOD}` as the spec writes it")
+    if refused is not None:
+        return refused
+    if methods:
+        first, *more = (m.pinned() for m in methods)
+        return applied(Removal(path=first, more=tuple(more)))
+
+    anchors = cls.defs(METHOD_ANCHOR)
+    problems = []
+    if not anchors:
+        problems.append(f"no method `{METHOD_ANCHOR}` to put it before")
+    problems += [
+        f"no method `{name}`, which it calls"
+        for name in METHOD_NEEDS_MEMBERS
+        if not cls.defs(name)
+    ]
+    problems += [
+        f"no module-level `{name}`, which it uses"
+        for name in METHOD_NEEDS_NAMES
+        if name not in bindings
+    ]
+    if problems:
+        return drift(
+            f"`{CLASS}` with `{METHOD_ANCHOR}`, "
+            + ", ".join(f"`{n}`" for n in METHOD_NEEDS_MEMBERS)
+            + " and the module names "
+            + ", ".join(f"`{n}`" for n in METHOD_NEEDS_NAMES),
+            "; ".join(problems),
+        )
+    return pending(Site(path=anchors[0].pinned()))
+
+
+# -- before undoing -----------------------------------------------------------
 # What reads a name the revert removes does not count when it is the edit's
 # own code: it goes too, or, written another way, is drift of its own hunk.
 
 
-def _helpers_of(body: Body) -> list[cst.FunctionDef]:
-    """The module's top-level `_flashinfer_topk` and `_topk`."""
-    return [f for name in HELPERS for f in named(body, cst.FunctionDef, name)]
+def _helpers_of(source: Source) -> list[ast.AST]:
+    return [f.node for name in HELPERS for f in source.module.defs(name)]
 
 
-def _methods_of(body: Body) -> list[cst.FunctionDef]:
-    """`LogitsProcessor.get_top_k_tokens`."""
-    return [
-        method
-        for cls in named(body, cst.ClassDef, CLASS)
-        for method in members_named(cls, cst.FunctionDef, METHOD)
+def _methods_of(source: Source) -> list[ast.AST]:
+    return [m.node for cls in source.module.classes(CLASS) for m in cls.defs(METHOD)]
+
+
+def before_undo(source: Source, to_undo: dict[str, Judged]) -> dict[str, Judged]:
+    """Drift where a name the undoing removes is still read elsewhere;
+    otherwise the applied hunks with what undoing them removes."""
+    bindings = module_bindings(source.tree.body)
+    readers = Readers(source)
+    undone = {}
+    if IMPORTS_HUNK.name in to_undo:
+        undone[IMPORTS_HUNK.name] = _unimport(source, bindings, readers)
+    if HELPERS_HUNK.name in to_undo:
+        undone[HELPERS_HUNK.name] = _unhelp(source, bindings, readers)
+    return undone
+
+
+def _removal(paths: list[Path]) -> Judged:
+    if not paths:
+        return applied()
+    first, *more = sorted(paths, key=lambda p: p[0].index)
+    return applied(Removal(path=first, more=tuple(more)))
+
+
+def _unimport(source: Source, bindings: dict[str, list[str]], readers: Readers) -> Judged:
+    """The imports as the forward writes them, each a statement of its own
+    among the imports right before `import torch`, go; `import torch` takes
+    back the blank lines they took from it. Elsewhere or grouped with other
+    names, an import may predate the edit (only what was missing is added)
+    and stays."""
+    torch = _torch(source)
+    start = torch if torch is not None else 0
+    while start > 0 and _import_line(source, start - 1):
+        start -= 1
+    statements = source.module.statements()
+    right_before_torch = [
+        statements[i]
+        for i in range(start, torch if torch is not None else 0)
+        if _lone_import(source, i) is not None
     ]
-
-
-class VocabParallelTopK(BackportCodemod):
-    SPEC = VOCAB_PARALLEL_TOPK
-
-    def judge(self, tree: cst.Module) -> dict[str, Judged]:
-        body = list(tree.body)
-        bindings = module_bindings(tree.body)
-        return {
-            IMPORTS_HUNK.name: self._imports(body, bindings),
-            HELPERS_HUNK.name: self._helpers(body, bindings),
-            METHOD_HUNK.name: self._method(body, bindings),
-        }
-
-    def forward(self, tree: cst.Module, sites: dict) -> cst.Module:
-        # Every hunk inserts next to statements of the original body, by
-        # index, so that no insertion shifts another's place.
-        body = list(tree.body)
-        before: Inserts = {}
-        after: Inserts = {}
-        if IMPORTS_HUNK.name in sites:
-            torch, missing = sites[IMPORTS_HUNK.name]
-            lines = "".join(IMPORTS[name][1] + "\n" for name in missing)
-            *new, body[torch] = placed_before(body[torch], self.statements(lines))
-            before.setdefault(torch, []).extend(new)
-        if HELPERS_HUNK.name in sites:
-            anchor, last_import, needs_import = sites[HELPERS_HUNK.name]
-            import_line, *helpers = self.statements(HELPERS_HUNK.after)
-            if needs_import:
-                after.setdefault(anchor, []).append(import_line)
-            after.setdefault(last_import, []).extend(helpers)
-            following = last_import + 1
-            if following < len(body):
-                # PEP 8 wants two blank lines after a top-level definition.
-                body[following] = with_blank_lines(body[following], at_least=2)
-        if METHOD_HUNK.name in sites:
-            index, cls, anchor_method = sites[METHOD_HUNK.name]
-            wrapper = self.statement("class _:\n" + GET_TOP_K_TOKENS)
-            assert isinstance(wrapper, cst.ClassDef)
-            (method,) = wrapper.body.body
-            members = insert_before(cls.body.body, anchor_method, [method])
-            body[index] = cls.with_changes(body=cls.body.with_changes(body=members))
-        new_body: Body = []
-        for index, statement in enumerate(body):
-            new_body += before.get(index, []) + [statement] + after.get(index, [])
-        return tree.with_changes(body=new_body)
-
-    def unsafe_to_undo(
-        self, tree: cst.Module, to_undo: dict[str, Judged]
-    ) -> dict[str, Judged]:
-        """Drift where a name the undoing removes is still read elsewhere;
-        otherwise the applied hunks with what undoing them removes."""
-        body = list(tree.body)
-        bindings = module_bindings(tree.body)
-        reads = Reads(tree)
-        undone = {}
-        if IMPORTS_HUNK.name in to_undo:
-            undone[IMPORTS_HUNK.name] = self._unimport(body, bindings, reads)
-        if HELPERS_HUNK.name in to_undo:
-            helpers = to_undo[HELPERS_HUNK.name].site
-            undone[HELPERS_HUNK.name] = self._unhelp(body, bindings, reads, helpers)
-        return undone
-
-    def backward(self, tree: cst.Module, sites: dict) -> cst.Module:
-        body = list(tree.body)
-        if METHOD_HUNK.name in sites:
-            # The method goes, and the member after it takes back the blank
-            # lines the method took from it.
-            cls, methods = sites[METHOD_HUNK.name]
-            members = removed(cls.body.body, methods)
-            new_cls = cls.with_changes(body=cls.body.with_changes(body=members))
-            body = [new_cls if s is cls else s for s in body]
-        if IMPORTS_HUNK.name in sites:
-            body = removed(body, sites[IMPORTS_HUNK.name])
-        if HELPERS_HUNK.name in sites:
-            body = _without_helpers(body, sites[HELPERS_HUNK.name])
-        return tree.with_changes(body=body)
-
-    # -- judging, hunk by hunk ------------------------------------------------
-
-    def _imports(self, body: Body, bindings: dict[str, list[str]]) -> Judged:
-        """Site: `import torch`'s index and the names to import before it."""
-        missing: list[str] = []
-        conflicts: list[str] = []
-        for name, (module, _) in IMPORTS.items():
-            origins = set(bindings.get(name, []))
-            if not origins:
-                missing.append(name)
-            elif origins != {f"{module}.{name}"}:
-                other = ", ".join(sorted(origin_words(o) for o in origins))
-                conflicts.append(f"`{name}` bound to {other}")
-        if conflicts:
-            return drift(
-                "`Callable` from collections.abc and `cache` from functools, "
-                "or neither name bound at module level",
-                "; ".join(conflicts) + " (import them from those modules)",
-            )
-        if not missing:
-            return applied()
-        torch = next((i for i, stmt in enumerate(body) if _imports_torch(stmt)), None)
-        if torch is None:
-            return drift(
-                "a module-level `import torch` to put the imports before", "none"
-            )
-        return pending((torch, missing))
-
-    def _unimport(
-        self, body: Body, bindings: dict[str, list[str]], reads: Reads
-    ) -> Judged:
-        """The imports as the forward writes them, each a statement of its own
-        among the imports right before `import torch`, go; `import torch`
-        takes back the blank lines they took from it. Elsewhere or grouped
-        with other names, an import may predate the edit (only what was
-        missing is added) and stays."""
-        torch = next((i for i, stmt in enumerate(body) if _imports_torch(stmt)), None)
-        start = torch if torch is not None else 0
-        while start > 0 and _is_import_line(body[start - 1]):
-            start -= 1
-        right_before_torch = body[start:torch] if torch is not None else []
-        doomed: Body = []
-        readers: list[str] = []
-        for name, (_, line) in IMPORTS.items():
-            own = [s for s in right_before_torch if same_meaning(s, line)]
-            doomed += own
-            if not own or len(own) < len(bindings[name]):
-                continue  # nothing to remove, or still imported otherwise
-            users = reads.elsewhere(name, leaving=_helpers_of(body))
-            if users:
-                readers.append(f"`{name}` read by {', '.join(users)}")
-        if readers:
-            return drift(
-                "`Callable` and `cache` read by nothing but the top-k helpers, "
-                "so that their imports can go with them",
-                "; ".join(readers) + " (removing the import would break it)",
-            )
-        return applied(doomed)
-
-    def _helpers(self, body: Body, bindings: dict[str, list[str]]) -> Judged:
-        """Site: the `current_platform` import's index, the last import of its
-        block, and whether `has_flashinfer` must be imported; applied, the
-        helpers."""
-        present: dict[str, cst.FunctionDef] = {}
-        for name, source in HELPERS.items():
-            existing = named(body, cst.FunctionDef, name)
-            expected = f"`{name}` as the spec writes it"
-            refused = self.other_version(existing, source, expected)
-            if refused is not None:
-                return refused
-            if existing:
-                present[name] = existing[0]
-        fi_origins = set(bindings.get("has_flashinfer", []))
-        fi_expected = HAS_FLASHINFER.split()[1] + ".has_flashinfer"
-        if fi_origins - {fi_expected}:
-            other = ", ".join(sorted(origin_words(o) for o in fi_origins))
-            return drift(
-                f"`has_flashinfer` from {HAS_FLASHINFER.split()[1]}",
-                f"`has_flashinfer` bound to {other}",
-            )
-        if len(present) == len(HELPERS):
-            if not fi_origins:
-                return drift(
-                    f"`{HAS_FLASHINFER}` next to the top-k helpers",
-                    "the helpers without it (`_flashinfer_topk` would raise NameError)",
-                )
-            return applied(list(present.values()))
-        if present:
-            (name,) = present
-            (other,) = set(HELPERS) - set(present)
-            return drift(
-                "both `_flashinfer_topk` and `_topk`, or neither",
-                f"`{name}` without `{other}`",
-            )
-        anchor = next((i for i, s in enumerate(body) if _imports_platform(s)), None)
-        if anchor is None:
-            return drift(
-                "a module-level `from vllm.platforms import current_platform` "
-                "to put the top-k helpers after",
-                "none",
-            )
-        # The helpers go after the whole import block the anchor sits in, so
-        # they never split imports (the block ends at the anchor in 0.27.1).
-        last_import = anchor
-        while last_import + 1 < len(body) and _is_import_line(body[last_import + 1]):
-            last_import += 1
-        return pending((anchor, last_import, not fi_origins))
-
-    def _unhelp(
-        self,
-        body: Body,
-        bindings: dict[str, list[str]],
-        reads: Reads,
-        helpers: list[cst.FunctionDef],
-    ) -> Judged:
-        """Both helpers go, and the `has_flashinfer` import with them when it
-        is where the forward writes it, right after the `current_platform`
-        import (elsewhere, it may predate the edit)."""
-        anchor = next((i for i, s in enumerate(body) if _imports_platform(s)), None)
-        doomed: Body = list(helpers)
-        names = list(HELPERS)
-        if (
-            anchor is not None
-            and anchor + 1 < len(body)
-            and same_meaning(body[anchor + 1], HAS_FLASHINFER)
-        ):
-            doomed.append(body[anchor + 1])
-            if len(bindings["has_flashinfer"]) == 1:
-                names.append("has_flashinfer")
-        leaving = [*_helpers_of(body), *_methods_of(body)]
-        readers = [
-            f"`{name}` read by {', '.join(users)}"
-            for name in names
-            if (users := reads.elsewhere(name, leaving))
-        ]
-        if readers:
-            return drift(
-                "the top-k helpers and `has_flashinfer` read by nothing but "
-                f"the helpers and `{CLASS}.{METHOD}`, so that they can go",
-                "; ".join(readers) + " (removing them would break it)",
-            )
-        return applied(doomed)
-
-    def _method(self, body: Body, bindings: dict[str, list[str]]) -> Judged:
-        """Site: the class's index, the class and the member to insert before;
-        applied, the class and the method."""
-        cls = exactly_one(
-            named(body, cst.ClassDef, CLASS), f"one module-level class `{CLASS}`"
+    doomed: list[Path] = []
+    reads: list[str] = []
+    for name, (_, line) in IMPORTS.items():
+        own = [s for s in right_before_torch if same_meaning(s.node, line)]
+        doomed += [s.pinned() for s in own]
+        if not own or len(own) < len(bindings[name]):
+            continue  # nothing to remove, or still imported otherwise
+        users = readers.of(name, leaving=_helpers_of(source))
+        if users:
+            reads.append(f"`{name}` read by {', '.join(users)}")
+    if reads:
+        return drift(
+            "`Callable` and `cache` read by nothing but the top-k helpers, "
+            "so that their imports can go with them",
+            "; ".join(reads) + " (removing the import would break it)",
         )
-        if isinstance(cls, Judged):
-            return cls
-        methods = members_named(cls, cst.FunctionDef, METHOD)
-        expected = f"`{CLASS}.{METHOD}` as the spec writes it"
-        refused = self.other_version(methods, GET_TOP_K_TOKENS, expected)
-        if refused is not None:
-            return refused
-        if methods:
-            return applied((cls, methods))
+    return _removal(doomed)
 
-        anchors = members_named(cls, cst.FunctionDef, METHOD_ANCHOR)
-        problems = []
-        if not anchors:
-            problems.append(f"no method `{METHOD_ANCHOR}` to put it before")
-        problems += [
-            f"no method `{name}`, which it calls"
-            for name in METHOD_NEEDS_MEMBERS
-            if not members_named(cls, cst.FunctionDef, name)
-        ]
-        problems += [
-            f"no module-level `{name}`, which it uses"
-            for name in METHOD_NEEDS_NAMES
-            if name not in bindings
-        ]
-        if problems:
-            return drift(
-                f"`{CLASS}` with `{METHOD_ANCHOR}`, "
-                + ", ".join(f"`{n}`" for n in METHOD_NEEDS_MEMBERS)
-                + " and the module names "
-                + ", ".join(f"`{n}`" for n in METHOD_NEEDS_NAMES),
-                "; ".join(problems),
-            )
-        return pending((body.index(cls), cls, anchors[0]))
+
+def _unhelp(source: Source, bindings: dict[str, list[str]], readers: Readers) -> Judged:
+    """Both helpers go, and the `has_flashinfer` import with them when it
+    is where the forward writes it, right after the `current_platform`
+    import (elsewhere, it may predate the edit)."""
+    anchor = _platform(source)
+    statements = source.module.statements()
+    doomed = [f.pinned() for name in HELPERS for f in source.module.defs(name)]
+    names = list(HELPERS)
+    if (
+        anchor is not None
+        and anchor + 1 < len(statements)
+        and _lone_import(source, anchor + 1) is not None
+        and same_meaning(statements[anchor + 1].node, HAS_FLASHINFER)
+    ):
+        doomed.append(statements[anchor + 1].pinned())
+        if len(bindings["has_flashinfer"]) == 1:
+            names.append("has_flashinfer")
+    leaving = [*_helpers_of(source), *_methods_of(source)]
+    reads = [
+        f"`{name}` read by {', '.join(users)}"
+        for name in names
+        if (users := readers.of(name, leaving))
+    ]
+    if reads:
+        return drift(
+            "the top-k helpers and `has_flashinfer` read by nothing but "
+            f"the helpers and `{CLASS}.{METHOD}`, so that they can go",
+            "; ".join(reads) + " (removing them would break it)",
+        )
+    return _removal(doomed)
+
+
+VOCAB_PARALLEL_TOPK = Edit(
+    "vocab-parallel-topk",
+    "vllm/model_executor/layers/logits_processor.py",
+    "LogitsProcessor.get_top_k_tokens: vocab-parallel top-k without an "
+    "all-gather of the full logits",
+    Role.SEAM,
+    (IMPORTS_HUNK, HELPERS_HUNK, METHOD_HUNK),
+    judge,
+    writer="vocab_parallel_topk:VocabParallelTopK",
+    before_undo=before_undo,
+)

@@ -19,26 +19,15 @@ from pathlib import Path
 
 import pytest
 
+from dflash2_backport import layout
 from tests.runtime import env as runtime_env
 from tests.wheels import vllm_wheel
 
 pytestmark = pytest.mark.runtime
 
-# The seven files the edits touch, and the three files the backport installs.
-TARGET_FILES = {
-    "vllm/model_executor/models/qwen3_dflash.py",
-    "vllm/model_executor/models/registry.py",
-    "vllm/model_executor/layers/logits_processor.py",
-    "vllm/v1/worker/gpu/sample/gumbel.py",
-    "vllm/v1/worker/gpu/spec_decode/__init__.py",
-    "vllm/config/vllm.py",
-    "vllm/v1/worker/gpu/spec_decode/speculator.py",
-}
-NEW_FILES = {
-    "vllm/model_executor/models/qwen3_dflash2.py",
-    "vllm/v1/worker/gpu/spec_decode/dflash2/__init__.py",
-    "vllm/v1/worker/gpu/spec_decode/dflash2/speculator.py",
-}
+# The files the edits touch, and the files the backport installs.
+TARGET_FILES = set(layout.TARGET_FILES)
+NEW_FILES = set(layout.MODULE_FILES)
 
 
 def module_name(path: str) -> str:

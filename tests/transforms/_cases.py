@@ -1,22 +1,23 @@
-"""The checks every codemod's tests make, given the codemod and a source text.
+"""The checks every writer's tests make, given the writer and a source text.
 
 Sources are written as CodemodTest fixtures: indented freely, dedented before
-use, and compared with whitespace-only lines blanked.
+use, and compared with whitespace-only lines blanked. A writer run as a
+codemod judges the fixture with its edit's judge, refuses on drift, rewrites,
+and judges its own output as the engine does, so every case here holds the
+judge and the writer to each other.
 """
 
 from __future__ import annotations
-
-import ast
 
 import libcst as cst
 import pytest
 from libcst.codemod import CodemodTest
 
-from dflash2_backport.transforms import _quick, hunks
-from dflash2_backport.transforms._base import BackportCodemod, EditRefused, State
-from dflash2_backport.verdicts import Direction
+from dflash2_backport.transforms.source import Source
+from dflash2_backport.transforms.vocabulary import Direction, State
+from dflash2_backport.transforms.writers import EditRefused, Writer
 
-Transform = type[BackportCodemod]
+Transform = type[Writer]
 
 
 def swap(text: str, old: str, new: str) -> str:
@@ -32,48 +33,8 @@ def swapped(text: str, *changes: tuple[str, str]) -> str:
     return text
 
 
-class _Case(CodemodTest):
-    """A CodemodTest that also holds the quick judge to the codemod's word on
-    every source it judges forward."""
-
-    def assertCodemod(self, before: str, after: str, *args, **kwargs) -> None:  # noqa: N802
-        if kwargs.get("direction") is not Direction.REVERT:
-            assert_quick_agrees(self.TRANSFORM, before)
-        super().assertCodemod(before, after, *args, **kwargs)
-
-
 def case(transform: Transform) -> CodemodTest:
-    return type("Case", (_Case,), {"TRANSFORM": transform})()
-
-
-#: How often the quick judge was sure, and of how many hunks it was asked.
-QUICK_SURE = {"sure": 0, "asked": 0}
-
-
-def assert_quick_agrees(transform: Transform, source: str) -> None:
-    """Where Python's-parser judge is sure of a hunk, the codemod judges it so."""
-    edits = [
-        e for e in hunks.EDITS if (e.name, e.path) == (transform.EDIT, transform.PATH)
-    ]
-    if not edits:
-        return  # a codemod made up for a test
-    (edit,) = edits
-    data = CodemodTest.make_fixture_data(source).encode()
-    try:
-        tree = ast.parse(data)
-    except SyntaxError:
-        return
-    _quick.strip_docstrings(tree)
-    quick = _quick.JUDGES[edit](tree, data.splitlines())
-    codemod = codemod_verdicts(transform, source)
-    for hunk, state in quick.items():
-        QUICK_SURE["asked"] += 1
-        if state is not None:
-            QUICK_SURE["sure"] += 1
-            assert codemod.get(hunk) is state, (
-                f"{edit.name}/{hunk}: the quick judge says {state}, "
-                f"the codemod {codemod.get(hunk)}"
-            )
+    return type("Case", (CodemodTest,), {"TRANSFORM": transform})()
 
 
 def assert_patched(transform: Transform, before: str, after: str) -> None:
@@ -137,18 +98,8 @@ def crlf(source: str) -> str:
     return CodemodTest.make_fixture_data(source).replace("\n", "\r\n")
 
 
-def verdicts(
-    transform: Transform, source: str, revert: bool = False
-) -> dict[str, State]:
+def verdicts(transform: Transform, source: str, revert: bool = False) -> dict[str, State]:
     """Each hunk's state on `source`, whether or not the edit is refused."""
-    if not revert:
-        assert_quick_agrees(transform, source)
-    return codemod_verdicts(transform, source, revert)
-
-
-def codemod_verdicts(
-    transform: Transform, source: str, revert: bool = False
-) -> dict[str, State]:
-    codemod = transform(direction=Direction.REVERT if revert else Direction.APPLY)
-    outcome = codemod.outcome(cst.parse_module(CodemodTest.make_fixture_data(source)))
-    return {v.hunk: v.state for v in outcome.verdicts}
+    direction = Direction.REVERT if revert else Direction.APPLY
+    judged = transform.EDIT.judged(Source(CodemodTest.make_fixture_data(source)), direction)
+    return {hunk: found.state for hunk, found in judged.items()}

@@ -1,9 +1,9 @@
 import pytest
 
 from dflash2_backport.verdicts import Direction
-from dflash2_backport.transforms._base import State
-from dflash2_backport.transforms._meaning import same_meaning
-from dflash2_backport.transforms.draft_logit_cache import DraftLogitCache
+from dflash2_backport.transforms.vocabulary import State
+from dflash2_backport.transforms.meaning import same_meaning
+from dflash2_backport.transforms.writers.draft_logit_cache import DraftLogitCache
 
 from ._cases import (
     assert_left_alone,
@@ -16,7 +16,7 @@ from ._cases import (
     swapped,
     verdicts,
 )
-from dflash2_backport.transforms.hunks import DRAFT_LOGIT_CACHE
+from dflash2_backport.transforms.draft_logit_cache import DRAFT_LOGIT_CACHE
 
 BUFFER_HUNK, HOOK_HUNK = (h.name for h in DRAFT_LOGIT_CACHE.hunks)
 
@@ -300,6 +300,7 @@ DRIFT = {
 class BaseSpeculator(ABC):
     pass
 """,
+    "the hook defined twice, both the spec's": APPLIED.replace(HOOK, HOOK + HOOK),
 }
 
 # Applied another way, or in part: reverting gives 0.27.1's code by meaning.

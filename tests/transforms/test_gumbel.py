@@ -1,7 +1,7 @@
 import pytest
 
-from dflash2_backport.transforms._base import State
-from dflash2_backport.transforms.gumbel import GumbelNoisedArgmax
+from dflash2_backport.transforms.vocabulary import State
+from dflash2_backport.transforms.writers.gumbel import GumbelNoisedArgmax
 
 from ._cases import (
     assert_left_alone,
@@ -231,6 +231,14 @@ DRIFT = {
         PENDING,
         "from vllm.triton_utils import HAS_TRITON, tl, tldevice, triton",
         "from vllm.triton_utils import HAS_TRITON, tl, triton",
+    ),
+    "a number where the docstring was: code, not a docstring": swap(
+        APPLIED,
+        '    """Argmax of logits under Gumbel-max sampling, or plain argmax at temp 0.\n\n'
+        "    `keys` indexes the noise, so the same token draws the same noise wherever it\n"
+        "    appears; `pos` and `seed` place the draw in the request's stream, which is\n"
+        '    what lets a draft and its verification agree.\n    """\n',
+        "    0\n",
     ),
     "no 64-bit random helper": swap(
         PENDING,

@@ -1,8 +1,8 @@
 import pytest
 
-from dflash2_backport.transforms.registry import RegistryEntry
+from dflash2_backport.transforms.writers.registry import RegistryEntry
 
-from ._cases import assert_patched, refusal
+from ._cases import assert_patched, refusal, revert_refusal
 
 PENDING = """
 _SPECULATIVE_DECODING_MODELS = {
@@ -96,6 +96,15 @@ DRIFT = {
         'A = {"DFlashDraftModel": ("qwen3_dflash", "DFlashQwen3ForCausalLM")}\n'
         'B = {"DFlashDraftModel": ("qwen3_dflash", "DFlashQwen3ForCausalLM")}\n'
     ),
+    "DFlash2DraftModel in another table": (
+        'M = {"DFlashDraftModel": ("qwen3_dflash", "DFlashQwen3ForCausalLM")}\n'
+        'N = {"DFlash2DraftModel": ("qwen3_dflash2", "DFlash2Qwen3ForCausalLM")}\n'
+    ),
+    "DFlash2DraftModel twice": APPLIED.replace(
+        '    "DSparkDraftModel"',
+        '    "DFlash2DraftModel": ("qwen3_dflash2", "DFlash2Qwen3ForCausalLM"),\n'
+        '    "DSparkDraftModel"',
+    ),
 }
 
 
@@ -110,3 +119,8 @@ def test_pending_table_is_patched_then_left_alone(before: str, after: str) -> No
 @pytest.mark.parametrize("source", DRIFT.values(), ids=DRIFT.keys())
 def test_semantic_variants_are_refused(source: str) -> None:
     assert refusal(RegistryEntry, source).edit == "registry"
+
+
+@pytest.mark.parametrize("source", DRIFT.values(), ids=DRIFT.keys())
+def test_semantic_variants_are_refused_when_reverting_too(source: str) -> None:
+    assert revert_refusal(RegistryEntry, source).edit == "registry"

@@ -3,8 +3,8 @@ import textwrap
 import pytest
 from libcst.codemod import CodemodTest
 
-from dflash2_backport.transforms._base import State
-from dflash2_backport.transforms.speculator_selection import (
+from dflash2_backport.transforms.vocabulary import State
+from dflash2_backport.transforms.writers.speculator_selection import (
     SpeculatorSelection,
     V2RunnerForcing,
 )
@@ -20,7 +20,7 @@ from ._cases import (
     swapped,
     verdicts,
 )
-from dflash2_backport.transforms.hunks import V2_RUNNER_FORCING
+from dflash2_backport.transforms.speculator_selection import V2_RUNNER_FORCING
 
 BRANCH_HUNK, HELPER_HUNK = (h.name for h in V2_RUNNER_FORCING.hunks)
 
@@ -475,6 +475,9 @@ class VllmConfig:
         class ModelConfig:
             pass
         """,
+    "_is_dflash2_draft defined twice, both the backport's": swap(
+        CONFIG_APPLIED, HELPER, HELPER + HELPER
+    ),
 }
 
 

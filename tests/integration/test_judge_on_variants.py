@@ -1,0 +1,97 @@
+"""On the drift suite's trees, `check` (verdicts only, Python's parser) and
+`apply` (verdicts, then the libcst writers and the check of what they
+wrote) give the same verdicts: one judge serves every command. A cosmetic
+variant is pending in every hunk; a semantic one drifts in the edit it
+changed, and nothing else is written for it. Rewriting only the regions
+the hunks touch writes what rewriting whole files writes, both ways."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dflash2_backport.judge import judge
+from dflash2_backport.verdicts import Direction, State
+from tests.integration import variants
+from tests.integration.test_drift_suite import COSMETIC_CASES
+from tests.trees import TARGETS, make_site
+
+pytestmark = pytest.mark.wheels
+
+
+def _checked_and_applied(site: Path) -> tuple[list, list]:
+    checked = judge(site, False, Direction.APPLY, use_cache=False)
+    applied = judge(site, True, Direction.APPLY, use_cache=False)
+    return checked, applied
+
+
+@pytest.mark.parametrize("name", COSMETIC_CASES)
+def test_a_cosmetic_variant_is_pending_alike_for_check_and_apply(
+    name: str, tmp_path: Path
+) -> None:
+    pristine = make_site("0.27.1", tmp_path / "pristine")
+    site = make_site("0.27.1", tmp_path / "variant")
+    for edit in variants.cosmetic(pristine)[name]:
+        edit.apply(site, True)
+
+    checked, applied = _checked_and_applied(site)
+    states = {h.state for f in checked for e in f.edits for h in e.hunks}
+    assert states == {State.PENDING}
+    assert [f.edits for f in checked] == [f.edits for f in applied]
+    assert all(f.patched is not None and f.patched != f.original for f in applied)
+
+
+@pytest.mark.parametrize("name", list(variants.SEMANTIC))
+def test_a_semantic_variant_drifts_alike_for_check_and_apply(name: str, tmp_path: Path) -> None:
+    edit_name, edits = variants.SEMANTIC[name]
+    site = make_site("0.27.1", tmp_path / "variant")
+    for edit in edits:
+        edit.apply(site, True)
+
+    checked, applied = _checked_and_applied(site)
+    assert [f.edits for f in checked] == [f.edits for f in applied]
+    drifted = {e.edit for f in checked for e in f.edits if e.state is State.DRIFT}
+    assert edit_name in drifted
+    assert all(f.patched is None for f in applied)
+
+
+def _rewrites(site: Path, direction: Direction) -> None:
+    """Each file rewritten in its regions and whole: the same bytes."""
+    from dflash2_backport.edits import transforms
+    from dflash2_backport.safe_files import decode_source
+    from dflash2_backport.transforms import writers
+    from dflash2_backport.transforms.writers.regions import rewrite_regions
+
+    for path in TARGETS:
+        data = (site / path).read_bytes()
+        text = decode_source(path, data)
+        source = transforms.source.Source(text)
+        judged = [
+            (edit, edit.pinned(source, hunks))
+            for edit, hunks in transforms.judge_file(path, source, direction)
+        ]
+        regions = writers.plan(source, judged, direction)
+        assert regions is not None and regions.regions, path
+        assert rewrite_regions(text, judged, direction, regions) is not None, path
+        assert writers.rewrite(data, judged, direction, regions) == writers.rewrite(
+            data, judged, direction
+        ), path
+
+
+@pytest.mark.parametrize("name", ["pristine", *COSMETIC_CASES])
+def test_rewriting_the_touched_regions_writes_what_rewriting_whole_files_writes(
+    name: str, tmp_path: Path
+) -> None:
+    from typer.testing import CliRunner
+
+    from dflash2_backport.cli import app
+
+    pristine = make_site("0.27.1", tmp_path / "pristine")
+    site = make_site("0.27.1", tmp_path / "variant")
+    if name != "pristine":
+        for edit in variants.cosmetic(pristine)[name]:
+            edit.apply(site, True)
+    _rewrites(site, Direction.APPLY)
+    assert CliRunner().invoke(app, ["apply", "--site-packages", str(site)]).exit_code == 0
+    _rewrites(site, Direction.REVERT)

@@ -1,0 +1,76 @@
+"""The libcst writers, one per edit declaration (`Edit.writer` names it).
+
+Only a command that rewrites a file imports this package, and with it
+libcst: `check` judges with Python's parser alone.
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import tokenize
+from collections.abc import Sequence
+
+import libcst as cst
+
+from ..edit import Edit, Judged
+from ..vocabulary import Direction
+from .protocol import EditRefused, Misjudged, Writer, rewrite_order
+from .regions import Regions, plan, rewrite_regions
+from .resolve import SiteMoved
+
+
+def writer_for(edit: Edit) -> type[Writer]:
+    """The writer class an edit declares, as "module:Class" in this package."""
+    module, name = edit.writer.split(":")
+    writer = getattr(importlib.import_module(f".{module}", __name__), name)
+    assert issubclass(writer, Writer) and writer.EDIT is edit, edit.writer
+    return writer
+
+
+def rewritten(
+    tree: cst.Module, judged: Sequence[tuple[Edit, dict[str, Judged]]], direction: Direction
+) -> cst.Module:
+    """`tree` with every hunk the direction rewrites rewritten, where the
+    judges found them, last in the file first."""
+    for edit, hunk, site in rewrite_order(judged, direction):
+        tree = writer_for(edit)(direction=direction).rewrite(tree, hunk, site)
+    return tree
+
+
+class Unparsable(Exception):
+    """libcst cannot parse a file that Python's parser can."""
+
+
+def rewrite(
+    data: bytes,
+    judged: Sequence[tuple[Edit, dict[str, Judged]]],
+    direction: Direction,
+    regions: Regions | None = None,
+) -> bytes:
+    """A file's bytes rewritten as `rewritten` does, in the file's encoding:
+    only its `regions` where they are given (see regions.py), else whole."""
+    if regions is not None:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        text = rewrite_regions(data.decode(encoding), judged, direction, regions)
+        if text is not None:
+            return text.encode(encoding)
+    try:
+        tree = cst.parse_module(data)
+    except cst.ParserSyntaxError as error:
+        raise Unparsable(f"line {error.raw_line}: {error.message}") from None
+    return rewritten(tree, judged, direction).bytes
+
+
+__all__ = [
+    "EditRefused",
+    "Regions",
+    "Misjudged",
+    "SiteMoved",
+    "Unparsable",
+    "Writer",
+    "plan",
+    "rewrite",
+    "rewritten",
+    "writer_for",
+]
