@@ -27,7 +27,7 @@ from pathlib import Path
 from . import verdict_cache
 from .edits import EDITS, transforms
 from .errors import BackportError
-from .safe_files import decode_source
+from .safe_files import decode_source, read_regular
 from .verdicts import Direction, EditReport, State
 
 Source = transforms.source.Source
@@ -185,13 +185,9 @@ def _jobs() -> int:
 
 
 def _read(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        raise BackportError(
-            f"{path}: missing; this does not look like a vLLM 0.27 tree"
-        ) from None
-    except IsADirectoryError:
-        raise BackportError(f"{path}: is a directory, expected a Python file") from None
-    except OSError as error:
-        raise BackportError(f"{path}: cannot read ({error.strerror})") from None
+    # Never through a link nor blocking on a FIFO put there since the paths
+    # were checked.
+    data = read_regular(path)
+    if data is None:
+        raise BackportError(f"{path}: missing; this does not look like a vLLM 0.27 tree")
+    return data

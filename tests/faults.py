@@ -62,7 +62,7 @@ def _wrap(name):
     setattr(os, name, wrapped)
 
 
-for _name in ("replace", "rename", "unlink", "remove", "rmdir", "mkdir"):
+for _name in os.environ.get("FAULT_OPS", "replace rename unlink remove rmdir mkdir").split():
     _wrap(_name)
 
 
@@ -110,6 +110,7 @@ def run_tool(
     act: str = KILL,
     match: str = "",
     log: Path | None = None,
+    ops: str = "",
     env: dict | None = None,
     timeout: float = 120,
 ) -> subprocess.CompletedProcess:
@@ -124,6 +125,9 @@ def run_tool(
         )
         if log is not None:
             environment["FAULT_LOG"] = str(log)
+        if ops:
+            # Other calls to count (the opening of a file, say) instead of the writes.
+            environment["FAULT_OPS"] = ops
     return subprocess.run(
         [sys.executable, "-m", "dflash2_backport", *args],
         capture_output=True,

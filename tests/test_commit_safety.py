@@ -175,17 +175,18 @@ def test_a_signal_during_the_commit_lets_it_finish_then_exits_2_with_a_message(
 
 def test_ctrl_c_while_planning_writes_nothing_and_says_so(trees: dict) -> None:
     site = trees["site"]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "dflash2_backport", "apply", "--site-packages", str(site)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    # Ctrl-C as the planner opens the registry to judge it: after the lock,
+    # before any write.
+    result = run_tool(
+        ["apply", "--site-packages", str(site)],
+        hook=trees["hook"], root=site, at=1, match=REGISTRY, ops="open",
+        act=signal_self("SIGINT"),
     )
-    time.sleep(0.4)  # still importing or judging: a cold apply takes over a second
-    process.send_signal(signal.SIGINT)
-    _, stderr = process.communicate(timeout=60)
-    assert process.returncode == 2
-    assert "interrupted by SIGINT; nothing was written" in stderr
-    assert "Traceback" not in stderr
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "interrupted by SIGINT; nothing was written" in result.stderr
+    assert "Traceback" not in result.stderr
     assert snapshot(site) == trees["pristine"]
+    assert leftovers(site) == []
 
 
 # -- compare before replace --------------------------------------------------------
