@@ -9,16 +9,15 @@ or diff) every change in commit order, each rewrite judged again as written
 from __future__ import annotations
 
 import dataclasses
-import stat
 from pathlib import Path
 
 from . import record
 from .commit import Change
-from .errors import BackportError
 from .installer import ModulePlan, plan_module_removal, plan_modules
 from .judge import JudgedFile, judge
-from .layout import MODULE_FILES, TARGET_FILES, commit_rank
-from .safe_files import check_path, read_regular
+from .layout import commit_rank
+from .owned import Owned
+from .safe_files import Tree, read_regular
 from .verdicts import Direction, EditReport, State
 
 
@@ -131,19 +130,5 @@ def _changes(
 
 def _refuse_what_is_not_a_plain_file(root: Path, record_file: Path | None) -> None:
     """Links, FIFOs and devices are refused before anything reads them."""
-    check_path(root, "vllm", file_expected=False)
-    package = check_path(root, "vllm/__init__.py")
-    if package is None:
-        raise BackportError(
-            f"{root / 'vllm' / '__init__.py'}: missing, so vllm/ is not an installed vLLM "
-            "package; reinstall vLLM or point the tool at the directory that holds it"
-        )
-    for relative in (*TARGET_FILES, *MODULE_FILES):
-        check_path(root, relative)
-    if record_file is not None:
-        info = check_path(root, str(record_file.relative_to(root)))
-        if info is not None and not stat.S_ISREG(info.st_mode):
-            raise BackportError(
-                f"{record_file}: is a directory, expected vLLM's RECORD file; nothing was "
-                "written; reinstall vLLM to restore it"
-            )
+    with Tree(root) as tree:
+        Owned(str(record_file.relative_to(root)) if record_file else None).check(tree)

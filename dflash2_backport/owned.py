@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import stat
 
+from .errors import BackportError
 from .layout import MODULE_FILES, TARGET_FILES
 from .safe_files import Tree
 
@@ -59,10 +60,23 @@ class Owned:
     def check(self, tree: Tree) -> None:
         """Refuse a link or anything but a directory on the way to an owned
         file, or an owned file that is not a regular file, before the tool
-        creates anything (its lock included) or removes anything."""
+        reads, creates (its lock included) or removes anything."""
+        package = tree.lstat("vllm/__init__.py")
+        if package is None:
+            raise BackportError(
+                f"{tree.root / 'vllm' / '__init__.py'}: missing, so vllm/ is not an installed "
+                "vLLM package; reinstall vLLM or point the tool at the directory that holds it"
+            )
+        tree.refuse_unless_regular("vllm/__init__.py", package)
         for relative in self.files:
             info = tree.lstat(relative)
-            # Missing is planned for, and a directory where a module goes is
-            # reported as drift with the module named.
-            if info is not None and not stat.S_ISDIR(info.st_mode):
-                tree.refuse_unless_regular(relative, info)
+            if info is None:
+                continue  # a module not installed yet
+            if stat.S_ISDIR(info.st_mode):
+                if relative == self.record:
+                    raise BackportError(
+                        f"{tree.root / relative}: is a directory, expected vLLM's RECORD file; "
+                        "nothing was written; reinstall vLLM to restore it"
+                    )
+                continue  # where a module goes: reported as drift, with the module named
+            tree.refuse_unless_regular(relative, info)

@@ -53,38 +53,6 @@ def _refuse_link(path: Path) -> None:
     raise link_refusal(path, os.readlink(path))
 
 
-def check_path(root: Path, relative: str, *, file_expected: bool = True) -> os.stat_result | None:
-    """lstat of `root/relative`, or None when it does not exist.
-
-    Every directory between `root` and the file must be a real directory,
-    and the file itself a regular file (when `file_expected`).
-    """
-    current = root
-    parts = Path(relative).parts
-    for index, part in enumerate(parts):
-        current = current / part
-        try:
-            info = os.lstat(current)
-        except FileNotFoundError:
-            return None
-        except OSError as error:
-            raise BackportError(f"{current}: cannot be read ({error.strerror})") from None
-        last = index == len(parts) - 1
-        if stat.S_ISLNK(info.st_mode):
-            _refuse_link(current)
-        if not last and not stat.S_ISDIR(info.st_mode):
-            # A file where a directory goes: the callers that plan modules
-            # report this as drift, with the file named.
-            return None
-        if last and file_expected and not stat.S_ISREG(info.st_mode):
-            if stat.S_ISDIR(info.st_mode):
-                return info  # callers word this case themselves
-            raise kind_refusal(current, info.st_mode)
-        if last:
-            return info
-    return None
-
-
 def read_regular(path: Path) -> bytes | None:
     """The bytes of a regular file, None when absent; never follows a link
     at the last step nor opens a FIFO."""
