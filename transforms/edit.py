@@ -128,6 +128,17 @@ Judge = Callable[[Source], dict[str, Judged]]
 BeforeUndo = Callable[[Source, dict[str, Judged]], dict[str, Judged]]
 
 
+@dataclasses.dataclass(frozen=True)
+class Fix:
+    """An upstream fix the DFlash2 path depends on, carried beside the
+    DFlash2 PR's own edits: where upstream has it."""
+
+    #: Upstream's reference, as cited ("#54282"), or "" where none is known.
+    pr: str
+    #: The first release that carries it ("0.29.0"), or "unreleased".
+    release: str
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class Edit:
     name: str
@@ -140,6 +151,9 @@ class Edit:
     #: The libcst writer, as "module:Class" under transforms/writers.
     writer: str
     before_undo: BeforeUndo | None = None
+    #: None for the DFlash2 PR's own edits (the set `apply --only-pr` makes);
+    #: the upstream fix this edit carries otherwise.
+    fix: Fix | None = None
 
     def judged(self, source: Source, direction: Direction) -> dict[str, Judged]:
         """Every hunk judged for a command going `direction`."""
