@@ -98,6 +98,21 @@ FailIfChanged = Annotated[
         help="exit 1 when files were changed, as pre-commit fixers do",
     ),
 ]
+OnlyPr = Annotated[
+    bool,
+    typer.Option(
+        "--only-pr",
+        help="exactly the DFlash2 PR's edits, as vLLM 0.28.0 has them: the upstream "
+        "fixes are left out, and undone where present",
+    ),
+]
+OnlyPrCheck = Annotated[
+    bool,
+    typer.Option(
+        "--only-pr",
+        help="check against the DFlash2 PR's edits alone, as `apply --only-pr` leaves them",
+    ),
+]
 
 
 @app.command()
@@ -110,12 +125,13 @@ def apply(
     json_output: Json = False,
     force: ForcePatch = False,
     fail_if_changed: FailIfChanged = False,
+    only_pr: OnlyPr = False,
 ) -> None:
-    """Make the seven edits to seven vLLM files and install the two DFlash2
-    modules (three new files), all or nothing."""
+    """Make the DFlash2 PR's edits and the upstream fixes it depends on, and
+    install the two DFlash2 modules (three new files), all or nothing."""
     raise typer.Exit(
         _run("apply", site_packages, root, diff, json_output, force, fail_if_changed,
-             python=python, diff_modules=diff_modules)
+             python=python, diff_modules=diff_modules, only_pr=only_pr)
     )
 
 
@@ -128,11 +144,12 @@ def check(
     diff_modules: DiffModules = False,
     json_output: Json = False,
     force: ForceCheck = False,
+    only_pr: OnlyPrCheck = False,
 ) -> None:
-    """Dry run: report each edit's state; exit 0 done, 1 pending, 2 refused."""
+    """Dry run of apply: report each edit's state; exit 0 done, 1 pending, 2 refused."""
     raise typer.Exit(
         _run("check", site_packages, root, diff, json_output, force, python=python,
-             diff_modules=diff_modules)
+             diff_modules=diff_modules, only_pr=only_pr)
     )
 
 
@@ -146,7 +163,8 @@ def revert(
     json_output: Json = False,
     force: ForceRevert = False,
 ) -> None:
-    """Undo the seven edits and remove the three new files, all or nothing."""
+    """Undo every edit (the fixes too) and remove the three new files, all or
+    nothing."""
     raise typer.Exit(
         _run("revert", site_packages, root, diff, json_output, force, python=python,
              diff_modules=diff_modules)
@@ -163,6 +181,7 @@ def _run(
     fail_if_changed: bool = False,
     python: Path | None = None,
     diff_modules: bool = False,
+    only_pr: bool = False,
 ) -> int:
     """Every way a run can end becomes one outcome: 0 and 1 as documented,
     2 with one message for anything that stops the tool."""
@@ -175,7 +194,7 @@ def _run(
         try:
             result = _execute(
                 report, command, site_packages, root, python, diff or diff_modules,
-                diff_modules, force, fail_if_changed,
+                diff_modules, force, fail_if_changed, only_pr,
             )
         except BackportError as error:
             result = outcome.failed(str(error))
@@ -201,6 +220,7 @@ def _execute(
     diff_modules: bool,
     force: bool,
     fail_if_changed: bool,
+    only_pr: bool = False,
 ):
     from . import outcome
     from .target import TargetKind, Triage, locate, triage
@@ -216,14 +236,17 @@ def _execute(
     # upstream already serves is answered without loading the judge.
     from . import recovery
     from .commit import commit, intent_path, interrupted_message
+    from .engine import finishing_plan as plan_to_finish
     from .engine import make_plan
     from .lock import TreeLock, timeout_from_environment, writer_active
     from .owned import Owned
     from .record import record_of
     from .safe_files import Tree
-    from .verdicts import Direction
+    from .verdicts import Direction, EditSet
 
-    direction = Direction.REVERT if command == "revert" else Direction.APPLY
+    edit_set = (
+        EditSet.NONE if command == "revert" else EditSet.PR if only_pr else EditSet.ALL
+    )
     record_file, note = (
         record_of(target.root) if target.kind is TargetKind.SITE_PACKAGES else (None, None)
     )
@@ -238,7 +261,7 @@ def _execute(
         plan = make_plan(
             target.root,
             need_changes=diff or command != "check",
-            direction=direction,
+            edit_set=edit_set,
             record_file=record_file,
             notes=notes,
         )
@@ -250,9 +273,7 @@ def _execute(
         return plan
 
     def finishing_plan(direction: Direction):
-        return make_plan(
-            target.root, need_changes=True, direction=direction, record_file=record_file
-        )
+        return plan_to_finish(target.root, direction, owned, record_file)
 
     if command == "check":
         # A dry run writes nothing, not even a lock file; it only says

@@ -12,19 +12,20 @@ import dataclasses
 from pathlib import Path
 
 from . import record
-from .commit import Change
+from .commit import Change, digest, read_intent
 from .installer import ModulePlan, plan_module_removal, plan_modules
 from .judge import JudgedFile, judge
 from .layout import commit_rank
 from .owned import Owned
 from .safe_files import Tree, read_regular
-from .verdicts import Direction, EditReport, State
+from .verdicts import Direction, EditReport, EditSet, State
 
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
     root: Path
-    direction: Direction
+    #: The edits the command leaves in the tree (see `EditSet`).
+    edit_set: EditSet
     edits: tuple[EditReport, ...]
     modules: tuple[ModulePlan, ...]
     #: An installed vLLM's RECORD, kept true to the files (None: none to keep).
@@ -38,13 +39,21 @@ class Plan:
     notes: tuple[str, ...] = ()
 
     @property
+    def direction(self) -> Direction:
+        """The command's direction: the new modules' and the commit's."""
+        return self.edit_set.direction
+
+    @property
     def refused(self) -> bool:
         return any(e.state is State.DRIFT for e in self.edits) or any(
             m.state is State.DRIFT for m in self.modules
         )
 
+    def direction_of(self, edit: EditReport) -> Direction:
+        return self.edit_set.of(edit)
+
     def edit_to_do(self, edit: EditReport) -> bool:
-        return edit.has(self.direction.rewrites)
+        return edit.has(self.direction_of(edit).rewrites)
 
     def module_to_do(self, module: ModulePlan) -> bool:
         return module.state is self.direction.rewrites
@@ -58,27 +67,44 @@ class Plan:
             or self.record_state is State.PENDING
         )
 
+    @property
+    def holds(self) -> EditSet | None:
+        """The edit set the tree holds now, modules included; None for a
+        tree with some other mix (one being patched by hand, say)."""
+        if self.refused:
+            return None
+        installed = {m.state for m in self.modules}
+        for edit_set in EditSet:
+            modules = State.PENDING if edit_set is EditSet.NONE else State.APPLIED
+            if installed <= {modules} and all(
+                {h.state for h in e.hunks} == {edit_set.of(e).leaves} for e in self.edits
+            ):
+                return edit_set
+        return None
+
 
 def make_plan(
     root: Path,
     need_changes: bool,
     use_cache: bool = True,
-    direction: Direction = Direction.APPLY,
+    edit_set: EditSet = EditSet.ALL,
     record_file: Path | None = None,
     notes: tuple[str, ...] = (),
 ) -> Plan:
-    """Judge every hunk and module. `need_changes`: the caller will write or
-    diff, so the changes are computed (and checked as written) too."""
+    """Judge every hunk and module, each edit in the direction `edit_set`
+    asks of it. `need_changes`: the caller will write or diff, so the
+    changes are computed (and checked as written) too."""
     _refuse_what_is_not_a_plain_file(root, record_file)
     modules = tuple(
-        plan_modules(root) if direction is Direction.APPLY else plan_module_removal(root)
+        plan_modules(root) if edit_set.direction is Direction.APPLY
+        else plan_module_removal(root)
     )
-    files = judge(root, need_changes, direction, use_cache)
+    files = judge(root, need_changes, edit_set, use_cache)
     edits = tuple(edit for file in files for edit in file.edits)
     record_before = read_regular(record_file) if record_file is not None else None
     if record_file is not None and record_before is None:
         record_file = None
-    plan = Plan(root, direction, edits, modules, record_file, None, (), notes)
+    plan = Plan(root, edit_set, edits, modules, record_file, None, (), notes)
     if plan.refused:
         return plan
     after = _files_after(plan, files)
@@ -114,18 +140,64 @@ def _changes(
     record_after: bytes | None,
 ) -> tuple[Change, ...]:
     changes = []
+    # A file that undoes any of its edits is written the way a revert
+    # writes (switches before seams before modules), and before every file
+    # that only adds: so `apply --only-pr` takes the fixes' callers out
+    # before what they call, and every prefix of any commit is a vLLM that
+    # works.
+    undoing: set[str] = set()
     for file in files:
         if file.patched is not None and file.patched != file.original:
             changes.append(Change(file.path, file.original, file.patched))
+            if any(
+                plan.direction_of(e) is Direction.REVERT and plan.edit_to_do(e)
+                for e in file.edits
+            ):
+                undoing.add(file.path)
     for module in plan.modules:
         if plan.module_to_do(module):
             changes.append(Change(module.dest, module.existing, module.content))
-    revert = plan.direction is Direction.REVERT
-    changes.sort(key=lambda change: commit_rank(change.path, revert))
+            if plan.direction is Direction.REVERT:
+                undoing.add(module.dest)
+    changes.sort(
+        key=lambda change: (
+            change.path not in undoing,
+            commit_rank(change.path, revert=change.path in undoing),
+        )
+    )
     if plan.record is not None and record_after != record_before:
         relative = str(plan.record.relative_to(plan.root))
         changes.append(Change(relative, record_before, record_after))
     return tuple(changes)
+
+
+def finishing_plan(
+    root: Path, direction: Direction, owned: Owned, record_file: Path | None
+) -> Plan:
+    """The plan that finishes an interrupted commit (recovery.py checks it
+    against the commit's record). The record names the command, apply or
+    revert, but not the edit set an apply was making: of the plans an apply
+    could have made, the one that writes what the record says it was
+    writing is the one that finishes it."""
+    sets = (EditSet.NONE,) if direction is Direction.REVERT else (EditSet.ALL, EditSet.PR)
+    first = None
+    for edit_set in sets:
+        plan = make_plan(root, need_changes=True, edit_set=edit_set, record_file=record_file)
+        if _finishes(plan, owned):
+            return plan
+        first = first or plan
+    assert first is not None
+    return first
+
+
+def _finishes(plan: Plan, owned: Owned) -> bool:
+    with Tree(plan.root) as tree:
+        intent = read_intent(tree, owned)
+        if intent is None or plan.refused:
+            return False
+        now = {step.path: digest(tree.read(step.path)) for step in intent.steps}
+    planned = {change.path: digest(change.after) for change in plan.changes}
+    return all(planned.get(step.path, now[step.path]) == step.after for step in intent.steps)
 
 
 def _refuse_what_is_not_a_plain_file(root: Path, record_file: Path | None) -> None:

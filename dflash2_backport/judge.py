@@ -1,16 +1,19 @@
 """Judge the target files, and rewrite those a command changes.
 
 1. Every file is read.
-2. A file judged before, in this content, in this direction and by these
-   judges, is answered from the verdict cache.
+2. A file judged before, in this content, with its edits in these
+   directions and by these judges, is answered from the verdict cache.
 3. Any other must be valid in its declared encoding (a PEP 263 cookie, else
    UTF-8), and each edit's judge (Python's own parser) judges it. `check`,
-   `apply` and `revert` judge alike; libcst is not loaded.
+   `apply` and `revert` judge alike; libcst is not loaded. Each edit is
+   judged in the direction the command's edit set asks of it: `apply
+   --only-pr` judges the PR's edits to apply and the fixes to undo, in one
+   pass over each file.
 4. When the command writes and nothing drifted anywhere, each file with
    hunks to rewrite goes to the libcst writers, and the bytes they return
    are judged once more, as the bytes about to be written: they must parse,
-   and every hunk rewritten must read applied after `apply`, pending after
-   `revert` (a bug otherwise, and nothing is written).
+   and every hunk rewritten must read applied where its edit was applied,
+   pending where it was undone (a bug otherwise, and nothing is written).
    Two or more files are rewritten by a pool of processes forked once libcst
    is loaded, one per core up to two (DFLASH2_BACKPORT_JOBS sets it); one
    file, or one core, is rewritten here.
@@ -28,7 +31,7 @@ from . import verdict_cache
 from .edits import EDITS, transforms
 from .errors import BackportError
 from .safe_files import decode_source, read_regular
-from .verdicts import Direction, EditReport, State
+from .verdicts import EditReport, Goal, State
 
 Source = transforms.source.Source
 #: Each edit of one file with its judged hunks, as the judges give them.
@@ -45,11 +48,10 @@ class JudgedFile:
     patched: bytes | None
 
 
-def judge(
-    root: Path, want_bytes: bool, direction: Direction, use_cache: bool = True
-) -> list[JudgedFile]:
-    """Every target file's verdicts, in upstream order; with `want_bytes`,
-    and where nothing drifted, the rewritten bytes of the files that change."""
+def judge(root: Path, want_bytes: bool, goal: Goal, use_cache: bool = True) -> list[JudgedFile]:
+    """Every target file's verdicts, in upstream order, each edit judged in
+    the direction `goal` asks of it; with `want_bytes`, and where nothing
+    drifted, the rewritten bytes of the files that change."""
     paths = transforms.target_files()
     originals = {path: _read(root / path) for path in paths}
     judges = verdict_cache.judges_digest(JUDGES_DIRECTORY)
@@ -60,32 +62,36 @@ def judge(
         data = originals[path]
         # A remembered file was decoded when it was judged: its bytes are
         # the key.
-        edits = verdict_cache.lookup(judges, direction, path, data) if use_cache else None
+        # The file's verdicts depend on the directions of its own edits
+        # only: a file of PR edits alone is judged alike for `apply` and
+        # `apply --only-pr`, and shares its cache entry.
+        key = transforms.directions(path, goal)
+        edits = verdict_cache.lookup(judges, key, path, data) if use_cache else None
         if edits is None:
-            judged[path] = _judged(root, path, decode_source(root / path, data), direction)
+            judged[path] = _judged(root, path, decode_source(root / path, data), goal)
             edits = [edit.report(hunks) for edit, hunks in judged[path][1]]
             if use_cache:
-                verdict_cache.store(judges, direction, path, data, edits)
+                verdict_cache.store(judges, key, path, data, edits)
         reports[path] = edits
 
     refused = any(e.state is State.DRIFT for edits in reports.values() for e in edits)
     to_write = [
         path
         for path in paths
-        if want_bytes and not refused and any(e.has(direction.rewrites) for e in reports[path])
+        if want_bytes and not refused and any(e.has(goal.of(e).rewrites) for e in reports[path])
     ]
     for path in to_write:
         if path not in judged:  # answered from the cache: the sites are wanted now
             text = decode_source(root / path, originals[path])
-            judged[path] = _judged(root, path, text, direction)
-    patched = _rewritten(root, {p: (originals[p], *judged[p]) for p in to_write}, direction)
+            judged[path] = _judged(root, path, text, goal)
+    patched = _rewritten(root, {p: (originals[p], *judged[p]) for p in to_write}, goal)
     return [JudgedFile(p, originals[p], reports[p], patched.get(p)) for p in paths]
 
 
-def _judged(root: Path, path: str, text: str, direction: Direction) -> tuple[Source, Judgement]:
+def _judged(root: Path, path: str, text: str, goal: Goal) -> tuple[Source, Judgement]:
     try:
         source = transforms.source.Source(text)
-        return source, transforms.judge_file(path, source, direction)
+        return source, transforms.judge_file(path, source, goal)
     except SyntaxError as error:
         where = f"line {error.lineno}: " if error.lineno else ""
         raise BackportError(
@@ -99,7 +105,7 @@ def _judged(root: Path, path: str, text: str, direction: Direction) -> tuple[Sou
 
 
 def _rewritten(
-    root: Path, files: dict[str, tuple[bytes, Source, Judgement]], direction: Direction
+    root: Path, files: dict[str, tuple[bytes, Source, Judgement]], goal: Goal
 ) -> dict[str, bytes]:
     """Each file's rewrite, largest file first."""
     if not files:
@@ -114,8 +120,8 @@ def _rewritten(
     for path in order:
         data, source, judged = files[path]
         judgement = [(edit, edit.pinned(source, hunks)) for edit, hunks in judged]
-        regions = writers.plan(source, judgement, direction)
-        jobs.append((str(root), path, data, _by_index(judgement), regions, direction))
+        regions = writers.plan(source, judgement, goal)
+        jobs.append((str(root), path, data, _by_index(judgement), regions, goal))
     workers = min(_jobs(), len(jobs))
     if workers < 2:
         return {job[1]: _write(*job) for job in jobs}
@@ -156,7 +162,7 @@ def _write(
     data: bytes,
     judged: list[tuple[int, dict]],
     regions: object,
-    direction: Direction,
+    goal: Goal,
 ) -> bytes:
     """The file rewritten (the regions its hunks touch, where they can be
     parsed alone), and checked as it will be written."""
@@ -164,12 +170,12 @@ def _write(
     file = Path(root) / path
     judgement = [(EDITS[index], hunks) for index, hunks in judged]
     try:
-        patched = writers.rewrite(data, judgement, direction, regions)
+        patched = writers.rewrite(data, judgement, goal, regions)
     except writers.Unparsable as error:
         raise BackportError(f"{file}: does not parse ({error}); fix the file first") from None
     except writers.SiteMoved as error:
         raise BackportError(f"{file}: {error}; nothing was written; please report this") from None
-    problem = transforms.misjudged(decode_source(file, patched), judgement, direction)
+    problem = transforms.misjudged(decode_source(file, patched), judgement, goal)
     if problem is not None:
         raise BackportError(f"{file}: {problem}; nothing was written; please report this")
     return patched

@@ -14,7 +14,7 @@ import shlex
 import traceback
 from typing import TYPE_CHECKING
 
-from .verdicts import Direction, State
+from .verdicts import Direction, EditReport, EditSet, State
 
 if TYPE_CHECKING:
     from .engine import Plan
@@ -96,6 +96,37 @@ def _joined(*parts: tuple[int, str]) -> str:
     return " and ".join(text for number, text in parts if number)
 
 
+def _edits(reports: list[EditReport]) -> str:
+    """"3 edits in 2 files": edits by name (one may span two files)."""
+    names = len({e.edit for e in reports})
+    return f"{_count(names, 'edit')} in {_count(len({e.path for e in reports}), 'file')}"
+
+
+def _fixes(reports: list[EditReport]) -> str:
+    """"5 upstream fixes in 3 files"."""
+    names = len({e.edit for e in reports})
+    fixes = "upstream fix" if names == 1 else "upstream fixes"
+    return f"{names} {fixes} in {_count(len({e.path for e in reports}), 'file')}"
+
+
+def _done(plan: Plan) -> str:
+    """What a tree that needs nothing holds, in the plan's edit set."""
+    if plan.edit_set is EditSet.NONE:
+        return "no edit is applied and no new file is installed"
+    ours = len({e.edit for e in plan.edits if e.fix is None})
+    fixes = len({e.edit for e in plan.edits if e.fix is not None})
+    modules = f"the {len(plan.modules)} new files installed"
+    if plan.edit_set is EditSet.PR:
+        return (
+            f"the DFlash2 PR's {ours} edits are applied, none of the {fixes} upstream "
+            f"fixes, and {modules}"
+        )
+    return (
+        f"all {ours + fixes} edits are applied (the DFlash2 PR's {ours} and {fixes} "
+        f"upstream fixes) and {modules}"
+    )
+
+
 def finished(
     command: str,
     plan: Plan,
@@ -108,38 +139,56 @@ def finished(
     # One way to count everywhere: edits by name (speculator-selection spans
     # two files), files by path, and the two new modules as their three files.
     to_do = [e for e in plan.edits if plan.edit_to_do(e)]
-    edit_count = len({e.edit for e in to_do})
-    edits = f"{_count(edit_count, 'edit')} in {_count(len({e.path for e in to_do}), 'file')}"
+    adding = [e for e in to_do if plan.direction_of(e) is Direction.APPLY]
+    undoing = [e for e in to_do if plan.direction_of(e) is Direction.REVERT]
     new_count = sum(plan.module_to_do(m) for m in plan.modules)
     new_files = _count(new_count, "new file")
     applying = plan.direction is Direction.APPLY
     if not plan.pending:
-        if applying:
-            names = len({e.edit for e in plan.edits})
-            done = (
-                f"all {names} edits are applied and the {len(plan.modules)} new files "
-                "installed"
-            )
-        else:
-            done = "no edit is applied and no new file is installed"
-        return Outcome(Action.NOTHING_TO_DO, 0, f"nothing to do: {done}")
+        return Outcome(Action.NOTHING_TO_DO, 0, f"nothing to do: {_done(plan)}")
     # RECORD changes along with the files; it is named when it is all there is.
     record = None
-    if not edit_count and not new_count and plan.record is not None:
+    if not to_do and not new_count and plan.record is not None:
         record = plan.record.relative_to(plan.root)
     if command == "check":
+        only_pr = ("--only-pr",) if plan.edit_set is EditSet.PR else ()
+        hint = shlex.join(["dflash2-backport", "apply", *only_pr, *options])
+        held = plan.holds
+        # A tree that holds the other edit set is said so: switching sets
+        # is an `apply` of the set wanted, nothing more.
+        if held is EditSet.PR and plan.edit_set is EditSet.ALL:
+            message = (
+                "pending: this tree holds the DFlash2 PR's edits alone, as `apply "
+                f"--only-pr` leaves it; `{hint}` adds {_fixes(adding)}"
+            )
+            return Outcome(Action.PENDING, 1, message)
+        if held is EditSet.ALL and plan.edit_set is EditSet.PR:
+            message = (
+                "pending: this tree holds the upstream fixes beside the DFlash2 PR's "
+                f"edits, as `apply` leaves it; `{hint}` takes out {_fixes(undoing)}"
+            )
+            return Outcome(Action.PENDING, 1, message)
         what = (
             f"{record} does not match the files" if record
-            else _joined((edit_count, edits), (new_count, new_files))
+            else _joined(
+                (len(adding), _edits(adding)),
+                (len(undoing), f"{_edits(undoing)} to undo"),
+                (new_count, new_files),
+            )
         )
-        hint = shlex.join(["dflash2-backport", "apply", *options])
         return Outcome(Action.PENDING, 1, f"pending: {what}; run `{hint}`")
     if record:
         summary = f"updated {record} to match the files"
     elif applying:
-        summary = _joined((edit_count, f"applied {edits}"), (new_count, f"installed {new_files}"))
+        summary = _joined(
+            (len(adding), f"applied {_edits(adding)}"),
+            (len(undoing), f"reverted {_edits(undoing)}"),
+            (new_count, f"installed {new_files}"),
+        )
     else:
-        summary = _joined((edit_count, f"reverted {edits}"), (new_count, f"removed {new_files}"))
+        summary = _joined(
+            (len(undoing), f"reverted {_edits(undoing)}"), (new_count, f"removed {new_files}")
+        )
     return Outcome(
         Action.APPLIED if applying else Action.REVERTED,
         1 if fail_if_changed else 0,

@@ -1,7 +1,10 @@
 """What the commands print: one line per edit and module, then a summary line.
+An upstream fix's line says so, with upstream's reference and release.
 
 With --json, one object instead: the target, vLLM's version, the action
-taken, and per edit its state, file and reason. The report decides nothing:
+taken, the edit set the command makes and the one the tree holds, and per
+edit its state, file, reason and set (the DFlash2 PR's, or a fix, with its
+upstream PR and first release). The report decides nothing:
 it renders an `Outcome` with whatever is known of the target and the plan,
 so an error under --json is still one valid JSON object.
 """
@@ -74,16 +77,15 @@ class Report:
 
     # -- rendering ------------------------------------------------------------
 
-    @property
-    def _direction(self) -> Direction:
-        return self.plan.direction if self.plan is not None else Direction.APPLY
-
-    def _label(self, outcome: Outcome, state: State, to_do: bool, module: bool = False) -> str:
+    def _label(
+        self, outcome: Outcome, state: State, to_do: bool, direction: Direction,
+        module: bool = False,
+    ) -> str:
         if state is State.DRIFT:
             return state.value
         if outcome.written and to_do:
-            return _DONE[self._direction][module]
-        if self._direction is Direction.REVERT:
+            return _DONE[direction][module]
+        if direction is Direction.REVERT:
             return _REVERT_WORDS[(to_do, module)]
         return (State.PENDING if to_do else State.APPLIED).value
 
@@ -92,11 +94,17 @@ class Report:
         plan = self.plan
         lines = [self.target.label]
         for edit in plan.edits:
-            label = self._label(outcome, edit.state, plan.edit_to_do(edit))
+            label = self._label(
+                outcome, edit.state, plan.edit_to_do(edit), plan.direction_of(edit)
+            )
             line = f"  {paint(label, out, 9)} {edit.edit:<{_NAME_WIDTH}} {edit.path}"
+            if edit.fix is not None:
+                line += f" ({edit.fix.describe()})"
             lines.append(f"{line}: {edit.reason}" if edit.state is State.DRIFT else line)
         for module in plan.modules:
-            label = self._label(outcome, module.state, plan.module_to_do(module), module=True)
+            label = self._label(
+                outcome, module.state, plan.module_to_do(module), plan.direction, module=True
+            )
             line = f"  {paint(label, out, 9)} {'new file':<{_NAME_WIDTH}} {module.dest}"
             lines.append(f"{line}: {module.reason}" if module.state is State.DRIFT else line)
         if plan.record_state is not None and plan.record is not None:
@@ -119,6 +127,8 @@ class Report:
             "target_kind": str(target.kind) if target else None,
             "vllm_version": target.version if target else None,
             "python": getattr(target, "python", None) if target else None,
+            "edit_set": None,
+            "holds": None,
             "edits": [],
             "modules": [],
             "record": None,
@@ -127,6 +137,9 @@ class Report:
         }
         if self.plan is not None:
             plan = self.plan
+            document["edit_set"] = plan.edit_set.value
+            holds = plan.holds
+            document["holds"] = holds.value if holds is not None else None
             document["edits"] = [e.to_json() for e in plan.edits]
             document["modules"] = [
                 {"file": m.dest, "state": m.state.value, "reason": m.reason}

@@ -3,8 +3,10 @@
 A pre-commit hook runs `check` on every commit, and a commit rarely changes
 more than one of the seven files. An entry holds one file's edit reports and
 is named by the hash of everything its verdicts depend on: the file's path
-and content, the direction (a revert also asks whether other code reads what
-it would remove), and the source of the judges that produced them. A changed
+and content, the direction each of its edits is judged in (a revert also
+asks whether other code reads what it would remove, and `apply --only-pr`
+undoes the fixes while it applies the PR's edits), and the source of the
+judges that produced them. A changed
 file, or changed judges, cannot find a stale entry; other trees with the same
 file share it. A cache that cannot be read or written is simply not used.
 Nothing here parses: a cached answer is reported without reading a tree.
@@ -20,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 from . import __version__
-from .verdicts import Direction, EditReport
+from .verdicts import EditReport
 
 
 def _directory() -> Path:
@@ -46,20 +48,18 @@ def judges_digest(judges: Path) -> str:
     return digest.hexdigest()
 
 
-def _entry(judges: str, direction: Direction, path: str, data: bytes) -> Path:
+def _entry(judges: str, directions: str, path: str, data: bytes) -> Path:
     key = hashlib.sha256(
-        b"\0".join([judges.encode(), direction.value.encode(), path.encode(), data])
+        b"\0".join([judges.encode(), directions.encode(), path.encode(), data])
     ).hexdigest()
     return _directory() / key[:2] / f"{key[2:34]}.json"
 
 
-def lookup(
-    judges: str, direction: Direction, path: str, data: bytes
-) -> list[EditReport] | None:
-    """The file's edit reports, if these judges judged this content before,
-    for a command going this direction."""
+def lookup(judges: str, directions: str, path: str, data: bytes) -> list[EditReport] | None:
+    """The file's edit reports, if these judges judged this content before
+    with its edits in these directions (`transforms.directions`)."""
     try:
-        entry = json.loads(_entry(judges, direction, path, data).read_text())
+        entry = json.loads(_entry(judges, directions, path, data).read_text())
         return [EditReport.from_json(e) for e in entry["edits"]]
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -67,12 +67,12 @@ def lookup(
 
 def store(
     judges: str,
-    direction: Direction,
+    directions: str,
     path: str,
     data: bytes,
     edits: list[EditReport],
 ) -> None:
-    entry = _entry(judges, direction, path, data)
+    entry = _entry(judges, directions, path, data)
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)
         descriptor, temporary = tempfile.mkstemp(dir=entry.parent, suffix=".tmp")

@@ -10,7 +10,10 @@ from .edits import transforms
 
 Direction = transforms.vocabulary.Direction
 EditReport = transforms.vocabulary.EditReport
+EditSet = transforms.vocabulary.EditSet
+Fix = transforms.vocabulary.Fix
+Goal = transforms.vocabulary.Goal
 HunkVerdict = transforms.vocabulary.HunkVerdict
 State = transforms.vocabulary.State
 
-__all__ = ["Direction", "EditReport", "HunkVerdict", "State"]
+__all__ = ["Direction", "EditReport", "EditSet", "Fix", "Goal", "HunkVerdict", "State"]

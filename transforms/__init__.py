@@ -32,7 +32,7 @@ import importlib
 
 from .edit import Edit, Judged, Role
 from .source import Source
-from .vocabulary import Direction, State
+from .vocabulary import Direction, EditSet, Fix, Goal, State
 
 
 #: The edits, in upstream order, as "module:NAME" of their declarations.
@@ -45,6 +45,13 @@ DECLARATIONS = (
     "speculator_selection:SPECULATOR_SELECTION",
     "speculator_selection:V2_RUNNER_FORCING",
     "draft_logit_cache:DRAFT_LOGIT_CACHE",
+    # The upstream fixes the DFlash2 path depends on (`Edit.fix`).
+    "draft_max_position:DRAFT_POSITIONS",
+    "draft_max_position:MAX_MODEL_LEN_CAP",
+    "compile_cache_key:COMPILE_CACHE_KEY",
+    "refusals:QUANTIZED_DRAFT",
+    "refusals:DRAFT_VOCABULARY",
+    "refusals:SPECULATORS_FORMAT",
 )
 
 
@@ -75,23 +82,28 @@ def edits_in(path: str) -> tuple[Edit, ...]:
 
 
 def judge_file(
-    path: str, source: Source | str, direction: Direction
+    path: str, source: Source | str, goal: Goal
 ) -> list[tuple[Edit, dict[str, Judged]]]:
-    """Each edit of the file with its hunks judged. Given text, raises
-    SyntaxError or ValueError where Python cannot parse it."""
+    """Each edit of the file with its hunks judged, each in the direction
+    the goal asks of it. Given text, raises SyntaxError or ValueError where
+    Python cannot parse it."""
     if isinstance(source, str):
         source = Source(source)
-    return [(edit, edit.judged(source, direction)) for edit in edits_in(path)]
+    return [(edit, edit.judged(source, goal.of(edit))) for edit in edits_in(path)]
 
 
-def misjudged(
-    text: str, judged: Sequence[tuple[Edit, dict[str, Judged]]], direction: Direction
-) -> str | None:
+def directions(path: str, goal: Goal) -> str:
+    """The directions the goal asks of the file's edits, in their order: all
+    that the file's verdicts depend on besides its bytes and the judges."""
+    return ",".join(goal.of(edit).value for edit in edits_in(path))
+
+
+def misjudged(text: str, judged: Sequence[tuple[Edit, dict[str, Judged]]], goal: Goal) -> str | None:
     """What is wrong with a rewrite, judged as the bytes about to be written
     (`judged`: the file before it). The bytes must parse, and each hunk the
-    writers rewrote must now read as the direction leaves it (applied after
-    apply, pending after revert); every other hunk as it did before. None
-    when all is right."""
+    writers rewrote must now read as its edit's direction leaves it (applied
+    after apply, pending after revert); every other hunk as it did before.
+    None when all is right."""
     try:
         source = Source(text)
     except SyntaxError as error:
@@ -99,6 +111,7 @@ def misjudged(
     except ValueError as error:
         return f"the patched file would not parse ({error})"
     for edit, before in judged:
+        direction = goal.of(edit)
         after = edit.judged(source, Direction.APPLY)
         for name, hunk in after.items():
             was = before[name]
@@ -117,9 +130,13 @@ __all__ = [
     "EDITS",
     "Direction",
     "Edit",
+    "EditSet",
+    "Fix",
+    "Goal",
     "Judged",
     "Role",
     "State",
+    "directions",
     "edits_in",
     "judge_file",
     "misjudged",

@@ -27,8 +27,23 @@ def explain(name: str) -> str | None:
     return "\n".join(_explained(edit) for edit in declarations)
 
 
+def _set(edit: Edit) -> str:
+    if edit.fix is None:
+        return "the DFlash2 PR's own edit, as vLLM 0.28.0 has it (`apply --only-pr` makes it)"
+    where = (
+        "still open upstream" if edit.fix.release == "unreleased"
+        else f"first in vLLM {edit.fix.release}"
+    )
+    reference = f"upstream {edit.fix.pr}, " if edit.fix.pr else ""
+    return f"an upstream fix ({reference}{where}); `apply --only-pr` leaves it out"
+
+
 def _explained(edit: Edit) -> str:
-    lines = [f"{edit.name}: {edit.description}", f"  file: {edit.path} ({_ROLES[edit.role]})"]
+    lines = [
+        f"{edit.name}: {edit.description}",
+        f"  file: {edit.path} ({_ROLES[edit.role]})",
+        f"  set: {_set(edit)}",
+    ]
     for hunk in edit.hunks:
         lines += [
             "",
@@ -46,14 +61,29 @@ def _code(source: str) -> str:
     return textwrap.indent(textwrap.dedent(source).strip("\n"), "      ")
 
 
+def _upstream(declarations: list[Edit]) -> str:
+    fixes = dict.fromkeys(e.fix for e in declarations)
+    if fixes == {None: None}:
+        return "DFlash2 PR (0.28.0)"
+    return ", ".join(
+        f"{fix.pr or 'fix'}, {'open' if fix.release == 'unreleased' else fix.release}"
+        for fix in fixes
+        if fix is not None
+    )
+
+
 def edits_table() -> str:
-    """The README's table: an edit a row, its files under `vllm/`, and why."""
-    rows = ["| edit | file under `vllm/` | why |", "|---|---|---|"]
+    """The README's table: an edit a row, where upstream has it (the DFlash2
+    PR, or a fix's PR and first release), its files under `vllm/`, and why."""
+    rows = ["| edit | upstream | file under `vllm/` | why |", "|---|---|---|---|"]
     previous = None
     for name in names():
         declarations = [e for e in EDITS if e.name == name]
         files = ", ".join(f"`{e.path.removeprefix('vllm/')}`" for e in declarations)
         whys = dict.fromkeys(h.why for e in declarations for h in e.hunks)
-        rows.append(f"| `{name}` | {'same' if files == previous else files} | {' '.join(whys)} |")
+        rows.append(
+            f"| `{name}` | {_upstream(declarations)} | "
+            f"{'same' if files == previous else files} | {' '.join(whys)} |"
+        )
         previous = files
     return "\n".join(rows) + "\n"

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import ClassVar, NamedTuple, TypeVar
 
 from .source import Path, Source, Step
-from .vocabulary import Direction, EditReport, HunkVerdict, State
+from .vocabulary import Direction, EditReport, Fix, HunkVerdict, State
 
 
 class Role(enum.Enum):
@@ -128,17 +128,6 @@ Judge = Callable[[Source], dict[str, Judged]]
 BeforeUndo = Callable[[Source, dict[str, Judged]], dict[str, Judged]]
 
 
-@dataclasses.dataclass(frozen=True)
-class Fix:
-    """An upstream fix the DFlash2 path depends on, carried beside the
-    DFlash2 PR's own edits: where upstream has it."""
-
-    #: Upstream's reference, as cited ("#54282"), or "" where none is known.
-    pr: str
-    #: The first release that carries it ("0.29.0"), or "unreleased".
-    release: str
-
-
 @dataclasses.dataclass(frozen=True, eq=False)
 class Edit:
     name: str
@@ -185,4 +174,5 @@ class Edit:
                 HunkVerdict(h.name, judged[h.name].state, judged[h.name].reason, h.why)
                 for h in self.hunks
             ),
+            self.fix,
         )

@@ -1,13 +1,14 @@
-"""Ways of judging that several edits share: a function the spec adds, and a
-method it adds right before another."""
+"""Ways of judging that several edits share: a function the spec adds, a
+method it adds right before another, and a statement it adds right next to
+another in the same block."""
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from .edit import Judged, Site, applied, drift, exactly_one, pending
-from .meaning import function_of, same_meaning, where_it_differs
+from .meaning import function_of, parsed, same_meaning, where_it_differs
 from .source import Found
 
 
@@ -53,6 +54,44 @@ def method_before(
     return found if isinstance(found, Judged) else pending(Site(path=found.pinned()))
 
 
+def statement_beside(
+    scope: Found,
+    is_anchor: Callable[[ast.stmt], bool],
+    anchor: str,
+    code: str,
+    *,
+    after: bool,
+) -> Judged:
+    """Judge a statement the backport adds right after (or before) the one
+    statement of `scope`'s body that `is_anchor` picks (`anchor` says which
+    in words: "`self.try_verify_and_update_config()`").
+
+    Applied when `code` stands right there (the site: that statement);
+    pending when it is nowhere in `scope` (the site: the anchor); drift when
+    the anchor is missing or not alone, or `code` stands elsewhere in
+    `scope`, nested or not, where it would run at another time, or twice.
+    """
+    statements = scope.statements()
+    side = "after" if after else "before"
+    expected = f"`{' '.join(code.split())}` right {side} {anchor} in {scope.name}"
+    anchors = [i for i, s in enumerate(statements) if is_anchor(s.node)]  # type: ignore[arg-type]
+    if len(anchors) != 1:
+        return drift(expected, f"{len(anchors)} such statements" if anchors else f"no {anchor}")
+    (index,) = anchors
+    beside = index + 1 if after else index - 1
+    # As statements: `self.f()` alone would read as an expression.
+    ours = scope.walk(lambda s: same_meaning([s], parsed(code)))
+    if not ours:
+        return pending(Site(path=statements[index].pinned()))
+    if (
+        len(ours) == 1
+        and 0 <= beside < len(statements)
+        and ours[0].path == statements[beside].path
+    ):
+        return applied(Site(path=statements[beside].pinned()))
+    return drift(expected, f"{len(ours)} of them" if len(ours) > 1 else "it elsewhere")
+
+
 def is_attribute(node: ast.AST, owner: str, name: str) -> bool:
     """Whether `node` is `owner.name`, e.g. `self.layers`."""
     return (
@@ -60,4 +99,13 @@ def is_attribute(node: ast.AST, owner: str, name: str) -> bool:
         and node.attr == name
         and isinstance(node.value, ast.Name)
         and node.value.id == owner
+    )
+
+
+def is_call_of(statement: ast.AST, owner: str, name: str) -> bool:
+    """Whether `statement` is the bare call `owner.name(...)`."""
+    return (
+        isinstance(statement, ast.Expr)
+        and isinstance(statement.value, ast.Call)
+        and is_attribute(statement.value.func, owner, name)
     )

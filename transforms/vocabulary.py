@@ -1,6 +1,6 @@
 """The words the edits, the engine and the report share: a hunk's state, the
-direction of a command, and the verdicts that pass from the judge to the
-report and the verdict cache.
+direction of a command, the set of edits it leaves in a tree, and the
+verdicts that pass from the judge to the report and the verdict cache.
 
 Nothing here imports anything of the project, so every other module may
 import it: the arrows run from the tool to the edits, never back.
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from typing import Protocol
 
 
 class State(str, enum.Enum):
@@ -48,6 +49,68 @@ class Direction(enum.Enum):
         """The state every hunk reads once this direction has rewritten the file."""
         return State.APPLIED if self is Direction.APPLY else State.PENDING
 
+    def of(self, edit: object) -> Direction:
+        """This direction, for every edit alike (see `EditSet.of`)."""
+        return self
+
+
+@dataclasses.dataclass(frozen=True)
+class Fix:
+    """An upstream fix the DFlash2 path depends on, carried beside the
+    DFlash2 PR's own edits: where upstream has it."""
+
+    #: Upstream's reference, as cited ("#54282"), or "" where none is known.
+    pr: str
+    #: The first release that carries it ("0.29.0"), or "unreleased".
+    release: str
+
+    def describe(self) -> str:
+        """"fix #57941, upstream 0.33.0", as the reports print it."""
+        where = (
+            "not yet upstream" if self.release == "unreleased"
+            else f"upstream {self.release}"
+        )
+        return f"fix {self.pr}, {where}" if self.pr else f"fix, {where}"
+
+
+class CarriesFix(Protocol):
+    """An edit's declaration, or its report."""
+
+    @property
+    def fix(self) -> Fix | None: ...
+
+
+class EditSet(enum.Enum):
+    """Which edits a command leaves in the tree. Each edit's direction
+    follows from it, so one command can add some edits and undo others:
+    `apply --only-pr` on a tree that holds every edit undoes the fixes and
+    leaves the PR's edits."""
+
+    #: `apply`: the DFlash2 PR's edits and the upstream fixes.
+    ALL = "all"
+    #: `apply --only-pr`: the DFlash2 PR's edits alone, as vLLM 0.28.0 has them.
+    PR = "pr"
+    #: `revert`: none.
+    NONE = "none"
+
+    def of(self, edit: CarriesFix) -> Direction:
+        """The direction the command rewrites `edit` in."""
+        if self is EditSet.ALL or (self is EditSet.PR and edit.fix is None):
+            return Direction.APPLY
+        return Direction.REVERT
+
+    @property
+    def direction(self) -> Direction:
+        """The command's own direction: the new modules go with the PR's
+        edits, and a commit is ordered by it."""
+        return Direction.REVERT if self is EditSet.NONE else Direction.APPLY
+
+
+#: What a command asks of each edit: one direction for all of them, or a set
+#: of edits to leave in the tree (each with its own direction). Either
+#: answers `.of(edit)`.
+Goal = Direction | EditSet
+
 
 @dataclasses.dataclass(frozen=True)
 class HunkVerdict:
@@ -69,6 +132,8 @@ class EditReport:
     path: str
     description: str
     hunks: tuple[HunkVerdict, ...]
+    #: The upstream fix the edit carries; None for the DFlash2 PR's own.
+    fix: Fix | None = None
 
     @property
     def state(self) -> State:
@@ -94,6 +159,9 @@ class EditReport:
             "description": self.description,
             "state": self.state.value,
             "reason": self.reason,
+            "set": "pr" if self.fix is None else "fix",
+            "upstream_pr": self.fix.pr or None if self.fix else None,
+            "upstream_release": self.fix.release if self.fix else None,
             "hunks": [
                 {"hunk": h.hunk, "state": h.state.value, "reason": h.reason, "why": h.why}
                 for h in self.hunks
@@ -110,4 +178,6 @@ class EditReport:
                 HunkVerdict(h["hunk"], State(h["state"]), h["reason"], h["why"])
                 for h in data["hunks"]
             ),
+            None if data["set"] == "pr"
+            else Fix(data["upstream_pr"] or "", data["upstream_release"]),
         )

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import libcst as cst
 
 from ..edit import Edit, Judged
-from ..vocabulary import Direction
+from ..vocabulary import Goal
 from .protocol import EditRefused, Misjudged, Writer, rewrite_order
 from .regions import Regions, plan, rewrite_regions
 from .resolve import SiteMoved
@@ -29,11 +29,11 @@ def writer_for(edit: Edit) -> type[Writer]:
 
 
 def rewritten(
-    tree: cst.Module, judged: Sequence[tuple[Edit, dict[str, Judged]]], direction: Direction
+    tree: cst.Module, judged: Sequence[tuple[Edit, dict[str, Judged]]], goal: Goal
 ) -> cst.Module:
-    """`tree` with every hunk the direction rewrites rewritten, where the
-    judges found them, last in the file first."""
-    for edit, hunk, site in rewrite_order(judged, direction):
+    """`tree` with every hunk the goal rewrites rewritten, each in its
+    edit's direction, where the judges found them, last in the file first."""
+    for edit, hunk, site, direction in rewrite_order(judged, goal):
         tree = writer_for(edit)(direction=direction).rewrite(tree, hunk, site)
     return tree
 
@@ -45,21 +45,21 @@ class Unparsable(Exception):
 def rewrite(
     data: bytes,
     judged: Sequence[tuple[Edit, dict[str, Judged]]],
-    direction: Direction,
+    goal: Goal,
     regions: Regions | None = None,
 ) -> bytes:
     """A file's bytes rewritten as `rewritten` does, in the file's encoding:
     only its `regions` where they are given (see regions.py), else whole."""
     if regions is not None:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-        text = rewrite_regions(data.decode(encoding), judged, direction, regions)
+        text = rewrite_regions(data.decode(encoding), judged, goal, regions)
         if text is not None:
             return text.encode(encoding)
     try:
         tree = cst.parse_module(data)
     except cst.ParserSyntaxError as error:
         raise Unparsable(f"line {error.raw_line}: {error.message}") from None
-    return rewritten(tree, judged, direction).bytes
+    return rewritten(tree, judged, goal).bytes
 
 
 __all__ = [

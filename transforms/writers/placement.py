@@ -9,6 +9,7 @@ from typing import TypeVar
 import libcst as cst
 
 Statement = TypeVar("Statement", bound=cst.BaseStatement)
+Item = TypeVar("Item", cst.Arg, cst.Param)
 
 BLANK_LINE = cst.EmptyLine(indent=False)
 
@@ -41,16 +42,18 @@ def placed_before(
     """`new` then `anchor`, for the place where `anchor` stood.
 
     The new code takes the blank lines that separated the anchor from what
-    preceded it; comments above the anchor stay with the anchor, which is kept
-    at least `blank_lines` apart from the new code (2 between top-level
-    definitions, as PEP 8 wants).
+    preceded it, above its own comments; comments above the anchor stay with
+    the anchor, which is kept at least `blank_lines` apart from the new code
+    (2 between top-level definitions, as PEP 8 wants).
     """
     blank, rest = leading_blank_lines(anchor.leading_lines)
     first, *others = new
     separated = anchor.with_changes(
         leading_lines=[*[BLANK_LINE] * max(len(blank), blank_lines), *rest]
     )
-    return [first.with_changes(leading_lines=blank), *others, separated]
+    # The new code's own comments stay above it.
+    own = leading_blank_lines(first.leading_lines)[1]
+    return [first.with_changes(leading_lines=[*blank, *own]), *others, separated]
 
 
 def is_one_of(node: cst.CSTNode, nodes: Sequence[cst.CSTNode]) -> bool:
@@ -77,3 +80,30 @@ def removed(statements: Sequence[Statement], doomed: Sequence[cst.CSTNode]) -> l
             handed_back = None
         kept.append(statement)
     return kept
+
+
+def appended(
+    items: Sequence[Item], new: Item, opening: cst.BaseParenthesizableWhitespace
+) -> list[Item]:
+    """Arguments or parameters with `new` last, written as the list is: on a
+    line of its own where they stand one a line (`opening`: the whitespace
+    after the bracket), with the trailing comma the list has or lacks.
+
+    The new item takes the last one's comma, and the last one the comma
+    that separates the others, so `without_last` gives back the list byte
+    for byte.
+    """
+    *rest, last = items
+    if rest and isinstance(rest[-1].comma, cst.Comma):
+        separator = rest[-1].comma
+    elif isinstance(opening, cst.ParenthesizedWhitespace):
+        separator = cst.Comma(whitespace_after=opening)
+    else:
+        separator = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    return [*rest, last.with_changes(comma=separator), new.with_changes(comma=last.comma)]
+
+
+def without_last(items: Sequence[Item]) -> list[Item]:
+    """The list less its last item, as before `appended`."""
+    *rest, last, doomed = items
+    return [*rest, last.with_changes(comma=doomed.comma)]

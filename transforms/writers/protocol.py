@@ -24,6 +24,7 @@ which takes longer to load than a target file takes to parse, on every
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from typing import ClassVar, TypeVar
 
@@ -31,7 +32,7 @@ import libcst as cst
 
 from ..edit import Edit, Hunk, Judged, Site
 from ..source import BLOCKS, Source
-from ..vocabulary import Direction, HunkVerdict, State
+from ..vocabulary import Direction, Goal, HunkVerdict, State
 
 Statement = TypeVar("Statement", bound=cst.BaseStatement)
 
@@ -125,6 +126,15 @@ class Writer:
         module = cst.parse_module(_in_file_newlines(source, config), config=config)
         return [_unindented_blank_lines(s) for s in module.body]
 
+    def member(self, source: str) -> cst.BaseStatement:
+        """Spec code written at depth 0 (a method whose docstring's later
+        lines are indented as a module-level function's) as a member of a
+        class body: its string content shifted with its code."""
+        wrapper = self.statement("class _:\n" + textwrap.indent(source, "    "))
+        assert isinstance(wrapper, cst.ClassDef) and isinstance(wrapper.body, cst.IndentedBlock)
+        (member,) = wrapper.body.body
+        return member
+
     def expression(self, source: str) -> cst.BaseExpression:
         return cst.parse_expression(source, config=self.module.config_for_parsing)
 
@@ -136,15 +146,18 @@ def order(site: Site) -> tuple:
 
 
 def rewrite_order(
-    judged: Sequence[tuple[Edit, dict[str, Judged]]], direction: Direction
-) -> list[tuple[Edit, Hunk, Site]]:
-    """The hunks the direction rewrites, last in the file first."""
-    jobs = [
-        (edit, hunk, found.site)
-        for edit, hunks in judged
-        for hunk in edit.hunks
-        if (found := hunks[hunk.name]).state is direction.rewrites and found.site is not None
-    ]
+    judged: Sequence[tuple[Edit, dict[str, Judged]]], goal: Goal
+) -> list[tuple[Edit, Hunk, Site, Direction]]:
+    """The hunks the goal rewrites, each with its edit's direction, last in
+    the file first (whatever their directions: a rewrite moves only what
+    follows it)."""
+    jobs = []
+    for edit, hunks in judged:
+        direction = goal.of(edit)
+        for hunk in edit.hunks:
+            found = hunks[hunk.name]
+            if found.state is direction.rewrites and found.site is not None:
+                jobs.append((edit, hunk, found.site, direction))
     return sorted(jobs, key=lambda job: order(job[2]), reverse=True)  # type: ignore[arg-type]
 
 

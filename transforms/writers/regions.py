@@ -36,7 +36,7 @@ import libcst as cst
 
 from ..edit import Edit, Judged
 from ..source import Path, Source, Step
-from ..vocabulary import Direction
+from ..vocabulary import Goal
 from .protocol import rewrite_order
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
@@ -69,11 +69,11 @@ class Region:
 
 
 def plan(
-    source: Source, judged: Sequence[tuple[Edit, dict[str, Judged]]], direction: Direction
+    source: Source, judged: Sequence[tuple[Edit, dict[str, Judged]]], goal: Goal
 ) -> Regions | None:
-    """The regions that hold every site the direction rewrites; None to
-    parse the file whole."""
-    sites = [site for _, _, site in rewrite_order(judged, direction)]
+    """The regions that hold every site the goal rewrites; None to parse
+    the file whole."""
+    sites = [site for _, _, site, _ in rewrite_order(judged, goal)]
     body = source.tree.body
     # Statements the sites point at, by module index or by class and member,
     # and whether the statements around each must be parsed with it: not
@@ -230,7 +230,7 @@ def _style(source: Source) -> tuple[str, str]:
 def rewrite_regions(
     text: str,
     judged: Sequence[tuple[Edit, dict[str, Judged]]],
-    direction: Direction,
+    goal: Goal,
     regions: Regions,
 ) -> str | None:
     """`text` with each region rewritten; None where a region would not read
@@ -242,7 +242,7 @@ def rewrite_regions(
     starts = [0]
     for line in lines:
         starts.append(starts[-1] + len(line))
-    jobs = rewrite_order(judged, direction)
+    jobs = rewrite_order(judged, goal)
     for region in regions.regions:  # last in the file first
         header = f"class {WRAPPER}:{newline}" if region.owner is not None else ""
         part = text[starts[region.first - 1] : starts[region.last]]
@@ -253,7 +253,7 @@ def rewrite_regions(
         if tree.default_newline != newline or tree.default_indent != indent:
             return None
         rebased = dict(region.paths)
-        for edit, hunk, site in jobs:
+        for edit, hunk, site, direction in jobs:
             if site.path in rebased:
                 moved = site.with_paths(rebased.__getitem__)
                 tree = writer_for(edit)(direction=direction).rewrite(tree, hunk, moved)
