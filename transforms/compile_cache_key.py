@@ -29,10 +29,11 @@ from __future__ import annotations
 
 import ast
 
-from .edit import Edit, Fix, Hunk, Judged, Role, exactly_one
+from .edit import Edit, Fix, Hunk, Judged, Role, drift, exactly_one
 from .judging import statement_beside
-from .meaning import same_meaning
+from .meaning import parsed, same_meaning
 from .source import Source
+from .vocabulary import State
 
 CLASS = "SpeculativeConfig"
 METHOD = "compute_hash"
@@ -45,6 +46,7 @@ if (
 ):
     factors.append(self.num_speculative_tokens)
 """
+K_FACTOR = "factors.append(self.num_speculative_tokens)"
 FACTOR_SOURCE = (
     "\n"
     "# A DFlash2 draft bakes its block size (num_speculative_tokens + 1) into\n"
@@ -71,15 +73,26 @@ def judge(source: Source) -> dict[str, Judged]:
     method = exactly_one(cls.defs(METHOD), f"one method {CLASS}.{METHOD}")
     if isinstance(method, Judged):
         return {HUNK.name: method}
-    return {
-        HUNK.name: statement_beside(
-            method,
-            lambda s: isinstance(s, ast.Assign) and same_meaning(s, ANCHOR),
-            f"`{ANCHOR}`",
-            FACTOR,
-            after=False,
-        )
-    }
+    judged = statement_beside(
+        method,
+        lambda s: isinstance(s, ast.Assign) and same_meaning(s, ANCHOR),
+        f"`{ANCHOR}`",
+        FACTOR,
+        after=False,
+    )
+    # A factor of k added some other way is someone else's fix: adding ours
+    # beside it would hash k twice, and undoing it is not ours to do.
+    factors = method.walk(lambda s: same_meaning([s], parsed(K_FACTOR)))
+    ours = 1 if judged.state is State.APPLIED else 0
+    if judged.state is not State.DRIFT and len(factors) > ours:
+        return {
+            HUNK.name: drift(
+                "no factor of num_speculative_tokens in compute_hash but the "
+                "backport's DFlash2 one",
+                f"{source.describe(factors[0].node)} added otherwise",
+            )
+        }
+    return {HUNK.name: judged}
 
 
 COMPILE_CACHE_KEY = Edit(

@@ -23,19 +23,21 @@ from .resolve import locate
 _BEFORE = (QUANTIZED_CALL,)
 
 
-class _MethodAndCall(Writer):
-    """A method before its anchor method, and a call beside the anchor call."""
+class _MethodAndCall:
+    """A method before its anchor method, and a call beside the anchor call
+    (the writers below are this and a `Writer`)."""
 
     CALLS: tuple[Hunk, ...] = ()
 
     def forward(self, tree: cst.Module, hunk: Hunk, site: Site) -> cst.Module:
         anchor = locate(tree, site.path)
         if hunk in self.CALLS:
-            call = self.statement(hunk.after)
+            call = self.statement(hunk.after)  # type: ignore[attr-defined]
             if hunk in _BEFORE:
                 return anchor.replaced(call, anchor.statement)
             return anchor.replaced(anchor.statement, call)
-        return anchor.replaced(*placed_before(anchor.statement, [self.member(hunk.after)]))
+        method = self.member(hunk.after)  # type: ignore[attr-defined]
+        return anchor.replaced(*placed_before(anchor.statement, [method]))
 
     def backward(self, tree: cst.Module, hunk: Hunk, site: Site) -> cst.Module:
         found = locate(tree, site.path)
@@ -45,12 +47,12 @@ class _MethodAndCall(Writer):
         return found.with_siblings(removed(found.siblings, [found.statement]))
 
 
-class QuantizedDraft(_MethodAndCall):
+class QuantizedDraft(_MethodAndCall, Writer):
     EDIT = QUANTIZED_DRAFT
     CALLS = (QUANTIZED_CALL,)
 
 
-class DraftVocabulary(_MethodAndCall):
+class DraftVocabulary(_MethodAndCall, Writer):
     EDIT = DRAFT_VOCABULARY
     CALLS = (VOCABULARY_CALL,)
 
