@@ -24,11 +24,15 @@ from tests.trees import INSTALLED, TARGETS, make_site, snapshot
 
 pytestmark = pytest.mark.wheels
 
-REGISTRY, DISPATCH, CONFIG = (
+REGISTRY, DISPATCH, CONFIG, SPECULATIVE = (
     "vllm/model_executor/models/registry.py",
     "vllm/v1/worker/gpu/spec_decode/__init__.py",
     "vllm/config/vllm.py",
+    "vllm/config/speculative.py",
 )
+#: Fix code in one file that calls fix code in another: (caller's file, the
+#: name it calls, the file that must define it).
+FIX_CALLS = [(CONFIG, "draft_shares_target_positions", SPECULATIVE)]
 SEAM_NAMES = {
     "vllm/model_executor/models/qwen3_dflash.py": "decoder_layer_cls",
     "vllm/model_executor/layers/logits_processor.py": "get_top_k_tokens",
@@ -56,14 +60,30 @@ def _names(path: Path) -> set[str]:
     return names
 
 
-def broken(site: Path, pristine: dict, applied: dict) -> list[str]:
-    """What makes `site` unsafe for vLLM right now: a torn file, or a switch
-    leading to DFlash2 without the seams and modules it needs."""
+def broken(site: Path, pristine: dict, applied: dict, only_pr: dict | None = None) -> list[str]:
+    """What makes `site` unsafe for vLLM right now: a torn file, a switch
+    leading to DFlash2 without the seams and modules it needs, or a fix
+    calling a fix that is not there (`only_pr`: the bytes `apply --only-pr`
+    writes, a third state every file may be in)."""
     problems = []
     for relative in TARGETS:
         data = (site / relative).read_bytes()
-        if data not in (pristine[relative], applied[relative]):
+        states = [pristine[relative], applied[relative]]
+        if only_pr is not None:
+            states.append(only_pr[relative])
+        if data not in states:
             problems.append(f"{relative}: neither 0.27.1's nor the patched bytes")
+    for caller, name, definer in FIX_CALLS:
+        calls = any(
+            isinstance(n, ast.Attribute) and n.attr == name
+            for n in ast.walk(ast.parse((site / caller).read_bytes()))
+        )
+        defines = any(
+            isinstance(n, ast.FunctionDef) and n.name == name
+            for n in ast.walk(ast.parse((site / definer).read_bytes()))
+        )
+        if calls and not defines:
+            problems.append(f"{caller} calls {name}, which {definer} lacks")
     for relative in INSTALLED:
         path = site / relative
         if path.exists() and path.read_bytes() != applied[relative]:
@@ -96,7 +116,10 @@ def trees(tmp_path: Path) -> dict:
     reference = make_site("0.27.1", tmp_path / "reference")
     assert run_tool(["apply", "--site-packages", str(reference)]).returncode == 0
     applied = snapshot(reference)
-    return {"site": site, "pristine": pristine, "applied": applied, "hook": install_hook(tmp_path / "hook")}
+    assert run_tool(["apply", "--only-pr", "--site-packages", str(reference)]).returncode == 0
+    only_pr = snapshot(reference)
+    return {"site": site, "pristine": pristine, "applied": applied, "only_pr": only_pr,
+            "hook": install_hook(tmp_path / "hook")}
 
 
 def _restore(site: Path, files: dict[str, bytes]) -> None:
@@ -133,6 +156,53 @@ def test_a_kill_at_any_write_leaves_a_working_tree_and_the_next_run_finishes(
     print(f"{command}: {broken_points} broken of {kill_points} kill points")
     assert kill_points >= 10
     assert broken_points == 0
+
+
+@pytest.mark.parametrize(
+    "args, start, goal",
+    [(["apply", "--only-pr"], "applied", "only_pr"), (["apply"], "only_pr", "applied")],
+    ids=["apply --only-pr", "apply after --only-pr"],
+)
+def test_a_kill_at_any_write_while_switching_sets_leaves_a_working_tree_and_the_next_run_finishes(
+    trees: dict, args: list[str], start: str, goal: str
+) -> None:
+    site = trees["site"]
+    args = [*args, "--site-packages", str(site)]
+    kill_points = broken_points = 0
+    for at in range(1, 100):
+        _restore(site, trees[start])
+        killed = run_tool(args, hook=trees["hook"], root=site, at=at, act=KILL)
+        if killed.returncode == 0:
+            break  # fewer writes than `at`: every point has been tried
+        assert killed.returncode == -signal.SIGKILL, killed.stderr
+        kill_points += 1
+        problems = broken(site, trees["pristine"], trees["applied"], trees["only_pr"])
+        finished = run_tool(args)
+        assert finished.returncode == 0, finished.stderr
+        if problems or snapshot(site) != trees[goal] or leftovers(site):
+            broken_points += 1
+            print(f"kill point {at}: {problems} {leftovers(site)}")
+    print(f"{args[:2]}: {broken_points} broken of {kill_points} kill points")
+    assert kill_points >= 4
+    assert broken_points == 0
+
+
+def test_an_interrupted_apply_only_pr_is_finished_by_a_plain_apply(trees: dict) -> None:
+    """The record names the command, apply, not its edit set: the plan that
+    writes what the record says finishes it, then `apply` does its own."""
+    site = trees["site"]
+    _restore(site, trees["applied"])
+    killed = run_tool(
+        ["apply", "--only-pr", "--site-packages", str(site)],
+        hook=trees["hook"], root=site, at=4, act=KILL,
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert snapshot(site) not in (trees["applied"], trees["only_pr"])
+    finished = run_tool(["apply", "--site-packages", str(site)])
+    assert finished.returncode == 0, finished.stderr
+    assert "finished an interrupted apply" in finished.stdout
+    assert snapshot(site) == trees["applied"]
+    assert leftovers(site) == []
 
 
 def test_check_reports_an_interrupted_commit_and_writes_nothing(trees: dict) -> None:

@@ -33,8 +33,13 @@ its check that the type is supported). 0.27.1 fails on it in pydantic's or
 in the registry's words.
 
 All three test for a DFlash2 draft by its architecture (or its Speculators
-type): DFlash1 drafts are left as 0.27.1 serves them. Reverted, each method
-and call goes with the comment above it.
+type): DFlash1 drafts are left as 0.27.1 serves them. Each raises
+NotImplementedError, as 0.27.1 does for a method it does not support:
+pydantic, which builds vLLM's configs, turns a ValueError into a validation
+error of several lines, but lets this one through as it is. Given as
+`speculative_config.model`, a Speculators config is parsed under vLLM's
+config retry, which logs the same line once more before it gives up.
+Reverted, each method and call goes with the comment above it.
 """
 
 from __future__ import annotations
@@ -65,7 +70,7 @@ def {QUANTIZED}(self) -> None:
     if "DFlash2DraftModel" not in (draft.architectures or []):
         return
     if draft.quantization is not None:
-        raise ValueError(
+        raise NotImplementedError(
             f"DFlash2 draft {{draft.model}} is quantized ({{draft.quantization}}): "
             "this DFlash2 backport to vLLM 0.27.1 serves unquantized drafts "
             "only; vLLM 0.33.0 is the first release that serves quantized ones"
@@ -100,7 +105,7 @@ def {VOCABULARY}(self) -> None:
             else "vLLM 0.34.0 serves only a draft vocabulary no larger than "
             "the target's"
         )
-        raise ValueError(
+        raise NotImplementedError(
             f"DFlash2 draft {{draft.model}} has a vocabulary of "
             f"{{draft_vocab_size}} tokens and the target {{target_vocab_size}}: "
             "this DFlash2 backport to vLLM 0.27.1 needs them equal; "
@@ -108,7 +113,7 @@ def {VOCABULARY}(self) -> None:
         )
     reduced = getattr(draft.hf_config, "draft_vocab_size", None)
     if reduced is not None and reduced != draft_vocab_size:
-        raise ValueError(
+        raise NotImplementedError(
             f"DFlash2 draft {{draft.model}} declares a reduced draft vocabulary "
             f"(draft_vocab_size {{reduced}} of {{draft_vocab_size}}): this DFlash2 "
             "backport to vLLM 0.27.1 drafts over the whole vocabulary, and no "
@@ -126,7 +131,7 @@ SPECULATORS_MESSAGE = (
     "\"(architectures ['DFlash2DraftModel']); vLLM 0.29.0 is the first release \"\n"
     '"that reads the Speculators format for DFlash2"'
 )
-_RAISE = "    raise ValueError(\n" + "".join(
+_RAISE = "    raise NotImplementedError(\n" + "".join(
     f"        {line}\n" for line in SPECULATORS_MESSAGE.splitlines()
 ) + "    )\n"
 TYPE_REFUSAL = 'if speculators_model_type == "dflash2":\n' + _RAISE

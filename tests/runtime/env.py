@@ -1,6 +1,6 @@
 """Virtual environments with real vLLM 0.27.x for the runtime tests.
 
-Per vLLM version (0.27.1, and 0.27.0, which the tool supports too), three
+Per vLLM version (0.27.1, and 0.27.0, which the tool supports too), these
 venvs live under CACHE/runtime:
 
 * base: torch, triton and the pinned imports vLLM needs (constraints.txt).
@@ -10,6 +10,13 @@ venvs live under CACHE/runtime:
 * patched: the same, plus this project installed from the checkout and its
   console script run against the venv, as a user would. Rebuilt whenever the
   project's sources change.
+* patched-pr (0.27.1): the same, patched by `apply --only-pr`: the DFlash2
+  PR's edits without the upstream fixes, as vLLM 0.28.0 has them.
+* testkit-<venv>: a venv over one of the above (a .pth file, as the children
+  see base) that adds what upstream's test files and a quantized draft's
+  config need and the product venvs lack: pytest, and compressed-tensors
+  (one of vLLM's own requirements, which the CPU runtime leaves out because
+  nothing else here imports it). Pinned in testkit.txt.
 
 None of them holds anything of the test harness: no platform plugin, nothing
 on a path the harness adds. They are what a user gets from pip, so a command
@@ -55,6 +62,7 @@ VLLM_VERSIONS = ("0.27.1", "0.27.0")
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 CONSTRAINTS = HERE / "constraints.txt"
+TESTKIT = HERE / "testkit.txt"
 ROOT = CACHE / "runtime"
 # Which torch build a base venv has. "cpu" takes the constraints as they are
 # (torch's CPU build); "cuda" asks for the release exactly as PyPI names it,
@@ -313,7 +321,9 @@ def _snapshot(directory: Path) -> Path:
     return source
 
 
-def patched_env(version: str = VLLM_VERSION, torch: str = "cpu") -> Path:
+def patched_env(version: str = VLLM_VERSION, torch: str = "cpu", only_pr: bool = False) -> Path:
+    """With `only_pr`, patched by `apply --only-pr`: the DFlash2 PR's edits
+    alone, without the upstream fixes."""
     base = base_env(torch)
     with tempfile.TemporaryDirectory() as tmp:
         source = _snapshot(Path(tmp))
@@ -323,13 +333,36 @@ def patched_env(version: str = VLLM_VERSION, torch: str = "cpu") -> Path:
             # The command's verdict cache goes to a scratch dir: a build must
             # not depend on, or leave, state outside the venv.
             with tempfile.TemporaryDirectory() as verdicts:
-                _run([target / "bin" / "dflash2-backport", "apply"], log,
+                _run([target / "bin" / "dflash2-backport", "apply",
+                      *(["--only-pr"] if only_pr else [])], log,
                      env_extra={"DFLASH2_BACKPORT_CACHE_DIR": verdicts})
 
         return _child(
-            _kind("patched", version, torch), f"{base_key()}-{project_key(source)}",
-            base, install_and_apply, version,
+            _kind("patched-pr" if only_pr else "patched", version, torch),
+            f"{base_key()}-{project_key(source)}", base, install_and_apply, version,
         )
+
+
+def testkit_key() -> str:
+    return _digest([TESTKIT], HERE)
+
+
+def testkit_env(venv: Path) -> Path:
+    """A venv that sees `venv` (a published runtime venv) and adds the
+    packages of testkit.txt, each without its dependencies: those are in
+    the runtime venvs already."""
+    kind = "testkit-" + venv.name.split("-" + base_key())[0]
+
+    def build(target: Path, log: Path) -> None:
+        _make_venv(target, log)
+        (site_packages(target) / "_runtime_venv.pth").write_text(
+            f"import site; site.addsitedir({str(site_packages(venv.resolve()))!r})\n"
+        )
+        pip = [venv_python(target), "-m", "pip", "install", "--no-compile", "--quiet"]
+        _run(pip + ["--no-deps", "-r", TESTKIT], log)
+
+    # Keyed on the very build it sees: a rebuilt venv gets a new testkit.
+    return _publish(f"testkit-{venv.resolve().name}-{testkit_key()}", build, kind=kind)
 
 
 def main() -> None:
@@ -338,7 +371,8 @@ def main() -> None:
         (f"{build.__name__} {version}", lambda b=build, v=version: b(v))
         for version in VLLM_VERSIONS
         for build in (pristine_env, patched_env)
-    ] + [("cuda base", lambda: base_env("cuda"))] + [
+    ] + [("patched --only-pr 0.27.1", lambda: patched_env(only_pr=True))] + [
+        ("cuda base", lambda: base_env("cuda"))] + [
         (f"{build.__name__} {version} cuda", lambda b=build, v=version: b(v, "cuda"))
         for version in CUDA_VLLM_VERSIONS
         for build in (pristine_env, patched_env)

@@ -66,7 +66,7 @@ QUANTIZED = '''    def _refuse_quantized_dflash2_draft(self) -> None:
         if "DFlash2DraftModel" not in (draft.architectures or []):
             return
         if draft.quantization is not None:
-            raise ValueError(
+            raise NotImplementedError(
                 f"DFlash2 draft {draft.model} is quantized ({draft.quantization}): "
                 "this DFlash2 backport to vLLM 0.27.1 serves unquantized drafts "
                 "only; vLLM 0.33.0 is the first release that serves quantized ones"
@@ -98,7 +98,7 @@ VOCABULARY = '''    def _refuse_dflash2_vocabulary_mismatch(self) -> None:
                 else "vLLM 0.34.0 serves only a draft vocabulary no larger than "
                 "the target's"
             )
-            raise ValueError(
+            raise NotImplementedError(
                 f"DFlash2 draft {draft.model} has a vocabulary of "
                 f"{draft_vocab_size} tokens and the target {target_vocab_size}: "
                 "this DFlash2 backport to vLLM 0.27.1 needs them equal; "
@@ -106,7 +106,7 @@ VOCABULARY = '''    def _refuse_dflash2_vocabulary_mismatch(self) -> None:
             )
         reduced = getattr(draft.hf_config, "draft_vocab_size", None)
         if reduced is not None and reduced != draft_vocab_size:
-            raise ValueError(
+            raise NotImplementedError(
                 f"DFlash2 draft {draft.model} declares a reduced draft vocabulary "
                 f"(draft_vocab_size {reduced} of {draft_vocab_size}): this DFlash2 "
                 "backport to vLLM 0.27.1 drafts over the whole vocabulary, and no "
@@ -217,7 +217,7 @@ class SpeculatorsConfig(PretrainedConfig):
         """
         speculators_model_type = config_dict.get("speculators_model_type")
         if speculators_model_type not in SUPPORTED_SPECULATORS_TYPES:
-            raise ValueError(
+            raise NotImplementedError(
                 f"Expected one of: {SUPPORTED_SPECULATORS_TYPES}. "
                 "Please ensure you're loading a speculators-format model."
             )
@@ -240,7 +240,7 @@ REFUSAL = """
         # The backport reads DFlash2 drafts in their own format only: refused
         # here in one line, not in a validation error that lists methods.
         if {test}:
-            raise ValueError(
+            raise NotImplementedError(
                 "Speculators-format dflash2 checkpoints are not read by this DFlash2 "
                 "backport to vLLM 0.27.1, which reads a DFlash2 draft in its own format "
                 "(architectures ['DFlash2DraftModel']); vLLM 0.29.0 is the first release "
@@ -265,7 +265,7 @@ SPECULATORS_SEMANTIC = {
         SPECULATORS,
         '            result.update({"method": "eagle3", "parallel_drafting": True})\n',
         '            result.update({"method": "eagle3", "parallel_drafting": True})\n'
-        '        if result["method"] == "dflash2":\n            raise ValueError("no")\n',
+        '        if result["method"] == "dflash2":\n            raise NotImplementedError("no")\n',
     ),
     "0.29.0's mapping of dflash2 to dflash": swap(
         SPECULATORS,
