@@ -121,9 +121,10 @@ def _done(plan: Plan) -> str:
             f"the DFlash2 PR's {ours} edits are applied, none of the {fixes} upstream "
             f"fixes, and {modules}"
         )
+    fixed = f"{fixes} upstream fix" if fixes == 1 else f"{fixes} upstream fixes"
     return (
-        f"all {ours + fixes} edits are applied (the DFlash2 PR's {ours} and {fixes} "
-        f"upstream fixes) and {modules}"
+        f"all {ours + fixes} edits are applied (the DFlash2 PR's {ours} and {fixed}) "
+        f"and {modules}"
     )
 
 

@@ -93,7 +93,8 @@ class Report:
         assert self.plan is not None and self.target is not None
         plan = self.plan
         lines = [self.target.label]
-        for edit in plan.edits:
+        # The DFlash2 PR's edits, then the upstream fixes, each in file order.
+        for edit in sorted(plan.edits, key=lambda e: e.fix is not None):
             label = self._label(
                 outcome, edit.state, plan.edit_to_do(edit), plan.direction_of(edit)
             )

@@ -1,7 +1,7 @@
 """Variants of the real vLLM 0.27.1 target files, for the drift suite.
 
 A variant is a list of edits to the pristine tree: (file, old text, new text)
-replacements, or a ruff reformat of all seven files. Cosmetic variants keep
+replacements, or a ruff reformat of all the target files. Cosmetic variants keep
 the meaning and must be patched; semantic variants change it and must be
 refused. Replacements are strict on the pristine tree (the old text must occur
 exactly once, so a variant that stops applying fails loudly instead of
@@ -25,6 +25,8 @@ GUM = "vllm/v1/worker/gpu/sample/gumbel.py"
 SEL = "vllm/v1/worker/gpu/spec_decode/__init__.py"
 CFG = "vllm/config/vllm.py"
 SPEC = "vllm/v1/worker/gpu/spec_decode/speculator.py"
+SPECULATIVE = "vllm/config/speculative.py"
+SPECULATORS = "vllm/transformers_utils/configs/speculators/base.py"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,6 +153,36 @@ def cosmetic(pristine: Path) -> dict[str, list]:
                     '    "MyOtherDraftModel": ("my_draft", "MyOtherDraftForCausalLM"),\n'
                     '    "DSparkDraftModel": ("vllm.models.deepseek_v4", "DSparkDeepseekV4ForCausalLM"),\n'),
         ],
+        "the fixes' anchors commented and rewrapped": [
+            Replace(SPECULATIVE,
+                    "                if self.method in (\"eagle\", \"eagle3\"):\n",
+                    "                if self.method in (\"eagle\", \"eagle3\"):  # EAGLE only\n"),
+            Replace(SPECULATIVE,
+                    "            or draft_max_position_embeddings >= target_max_model_len\n"
+                    "        ):\n            return\n",
+                    "            or draft_max_position_embeddings >= target_max_model_len\n"
+                    "        ):\n            return  # nothing to raise\n\n"),
+            Replace(SPECULATIVE,
+                    "        hash_str = safe_hash(str(factors).encode(), usedforsecurity=False).hexdigest()\n"
+                    "        return hash_str\n",
+                    "        # one digest of every factor\n"
+                    "        hash_str = safe_hash(\n            str(factors).encode(), usedforsecurity=False\n"
+                    "        ).hexdigest()\n        return hash_str\n"),
+            Replace(SPECULATIVE, "    def use_dflash(self) -> bool:\n",
+                    "    # DFlash and its variants\n    def use_dflash(self) -> bool:\n"),
+            Replace(CFG, "        self.try_verify_and_update_config()\n",
+                    "        # model-specific fix-ups first\n"
+                    "        self.try_verify_and_update_config()  # may touch hf_config\n"),
+            Replace(CFG, "            self.parallel_config.is_moe_model = self.model_config.is_moe\n",
+                    "            self.parallel_config.is_moe_model = (\n"
+                    "                self.model_config.is_moe  # MoE targets stay on V1\n            )\n"),
+            Replace(SPECULATORS,
+                    "        if speculators_model_type not in SUPPORTED_SPECULATORS_TYPES:\n",
+                    "\n        # registered in algos.py\n"
+                    "        if speculators_model_type not in SUPPORTED_SPECULATORS_TYPES:\n"),
+            Replace(SPECULATORS, "        return result\n",
+                    "\n        return result  # vLLM's own fields\n"),
+        ],
         "a comment that mentions DFlash2DraftModel": [
             Replace(REG, '    "DFlashDraftModel": ("qwen3_dflash", "DFlashQwen3ForCausalLM"),\n',
                     "    # TODO: DFlash2DraftModel once the backport lands\n"
@@ -211,6 +243,52 @@ SEMANTIC: dict[str, tuple[str, list[Replace]]] = {
                 "    def draft_logits_spec(self, vllm_config):\n"
                 "        return vllm_config.model_config.head_dtype, 0.0\n\n"
                 "    def _validate_local_argmax_reduction(self) -> None:\n"),
+    ]),
+    "the EAGLE raise keyed on eagle alone": ("draft-max-position", [
+        Replace(SPECULATIVE, '                if self.method in ("eagle", "eagle3"):\n',
+                '                if self.method == "eagle":\n'),
+    ]),
+    "the max_position_embeddings helper takes another argument": ("draft-max-position", [
+        Replace(SPECULATIVE, "        target_max_model_len: int,\n    ) -> None:\n"
+                '        """Raise an EAGLE draft',
+                "        target_max_model_len: int,\n        margin: int = 0,\n    ) -> None:\n"
+                '        """Raise an EAGLE draft'),
+    ]),
+    "is_moe_model set elsewhere": ("draft-max-position", [
+        Replace(CFG, "            self.parallel_config.is_moe_model = self.model_config.is_moe\n", ""),
+    ]),
+    "compute_hash hashes something else": ("compile-cache-key", [
+        Replace(SPECULATIVE,
+                "        hash_str = safe_hash(str(factors).encode(), usedforsecurity=False).hexdigest()\n"
+                "        return hash_str\n",
+                "        hash_str = safe_hash(repr(factors).encode(), usedforsecurity=False).hexdigest()\n"
+                "        return hash_str\n"),
+    ]),
+    "num_speculative_tokens already a factor": ("compile-cache-key", [
+        Replace(SPECULATIVE,
+                "        hash_str = safe_hash(str(factors).encode(), usedforsecurity=False).hexdigest()\n"
+                "        return hash_str\n",
+                "        factors.append(self.num_speculative_tokens)\n"
+                "        hash_str = safe_hash(str(factors).encode(), usedforsecurity=False).hexdigest()\n"
+                "        return hash_str\n"),
+    ]),
+    "try_verify_and_update_config no longer called": ("refuse-quant-draft", [
+        Replace(CFG, "        self.try_verify_and_update_config()\n", ""),
+    ]),
+    "_get_quantization_config renamed": ("refuse-quant-draft", [
+        Replace(CFG, "    def _get_quantization_config(\n", "    def _quantization_config(\n"),
+    ]),
+    "_is_default_v2_model_runner_model renamed": ("refuse-vocab-draft", [
+        Replace(CFG, "    def _is_default_v2_model_runner_model(self) -> bool:\n",
+                "    def _is_default_v2_model(self) -> bool:\n"),
+        Replace(CFG, "        if not self._is_default_v2_model_runner_model():\n",
+                "        if not self._is_default_v2_model():\n"),
+    ]),
+    "speculators already map dflash2 (0.29.0's support)": ("refuse-speculators", [
+        Replace(SPECULATORS,
+                '            result.update({"method": "eagle3", "parallel_drafting": True})\n',
+                '            result.update({"method": "eagle3", "parallel_drafting": True})\n'
+                '        elif result["method"] == "dflash2":\n            result["method"] = "dflash"\n'),
     ]),
     "gumbel_noised_argmax already exists with another body": ("gumbel", [
         Replace(GUM, "@triton.jit\ndef gumbel_block_argmax(",
