@@ -34,7 +34,12 @@ def commit_rank(path: str, revert: bool) -> int:
     """Position of `path` in a commit, so that every prefix of it is a
     working vLLM: applying installs the modules, then the seams, then the
     switches; reverting turns the switches off first and removes the modules
-    last. Anything else (vLLM's RECORD) comes after all of them."""
+    last. Anything else (vLLM's RECORD) comes after all of them.
+
+    The fixes follow the same rule: a fix whose code calls another's (in a
+    switch, calling into a seam) is written after it and taken out before
+    it; the engine writes every file that takes edits out first, ranked as a
+    revert (engine._changes)."""
     order = MODULE_FILES + SEAMS + SWITCHES
     if revert:
         order = order[::-1]

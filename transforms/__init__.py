@@ -1,5 +1,7 @@
-"""The spec's edits, in upstream order: `EDITS` is the one list that
-registers them.
+"""The edits: the DFlash2 PR's, as the spec writes them, in upstream order,
+then the upstream fixes the DFlash2 path depends on (an edit whose `fix`
+names upstream's PR and release). `EDITS` is the one list that registers
+them; `apply --only-pr` makes the PR's alone (vocabulary.EditSet).
 
 Adding an edit takes three files and one line:
 

@@ -64,9 +64,11 @@ def _code(source: str) -> str:
 def _upstream(declarations: list[Edit]) -> str:
     fixes = dict.fromkeys(e.fix for e in declarations)
     if fixes == {None: None}:
-        return "DFlash2 PR (0.28.0)"
+        return "DFlash2 PR, 0.28.0"
     return ", ".join(
-        f"{fix.pr or 'fix'}, {'open' if fix.release == 'unreleased' else fix.release}"
+        ", ".join(
+            filter(None, [fix.pr, "still open" if fix.release == "unreleased" else fix.release])
+        )
         for fix in fixes
         if fix is not None
     )

@@ -1,7 +1,8 @@
 """What an edit declares, and what its judge says of each hunk.
 
 An edit is one of the spec's changes in one file (edit 6 spans two files, so
-it is two of these under one name). Its module declares it once: each hunk
+it is two of these under one name), or an upstream fix carried beside them
+(`Edit.fix` says where upstream has it). Its module declares it once: each hunk
 (where it lives, 0.27.1's code there, the backport's, and why), the judge
 that finds every hunk over Python's own parser and says whether the
 backport's code is there (applied), 0.27.1's is so the edit is safe

@@ -152,7 +152,7 @@ class DummyFlag(Writer):
     def backward(self, tree, hunk, site):
         return locate(tree, site.path).replaced()
 '''
-REGISTERED = '    "draft_logit_cache:DRAFT_LOGIT_CACHE",\n)\n'
+REGISTERED = "DECLARATIONS = ("
 PROBE = """\
 import json, sys
 sys.path.insert(0, sys.argv[1])
@@ -187,10 +187,9 @@ def test_an_eighth_edit_takes_three_files_and_one_line(tmp_path: Path) -> None:
     # ... and one line in the one list.
     registration = package / "transforms/__init__.py"
     text = registration.read_text()
-    assert text.count(REGISTERED) == 1
-    registration.write_text(
-        text.replace(REGISTERED, REGISTERED.replace(")", '    "dummy_flag:DUMMY_FLAG",\n)'))
-    )
+    start = text.index(REGISTERED)
+    end = text.index("\n)\n", start)
+    registration.write_text(text[:end] + '\n    "dummy_flag:DUMMY_FLAG",' + text[end:])
 
     tree = make_site("0.27.1", tmp_path / "fork")
     shutil.rmtree(next(tree.glob("vllm-*.dist-info")))
