@@ -17,6 +17,10 @@ pytest run's temp dir.
 
 `tiny_models`: config-only model directories (tiny_configs.py).
 
+`edit_set_pythons`: 0.27.1 pristine, patched by `apply --only-pr` and by
+`apply`, as the interpreters of testkit venvs over them (pytest and
+compressed-tensors added).
+
 `versioned_venvs(version, torch="cpu")`: {"pristine": venv, "patched": venv}
 for any vLLM release in env.VLLM_VERSIONS (0.27.1 and 0.27.0), on torch's CPU
 build; with torch="cuda", on its CUDA build (env.CUDA_VLLM_VERSIONS).
@@ -71,6 +75,22 @@ def versioned_venvs(base_venv):
         return built[version, torch]
 
     return venvs_of
+
+
+@pytest.fixture(scope="session")
+def edit_set_pythons(base_venv) -> dict[str, Path]:
+    """0.27.1 three ways, by name: "pristine", "only-pr" (patched by `apply
+    --only-pr`) and "patched" (by `apply`); each the interpreter of its
+    testkit venv, which adds pytest and compressed-tensors (env.testkit_env)."""
+    venvs = {
+        "pristine": runtime_env.pristine_env(),
+        "only-pr": runtime_env.patched_env(only_pr=True),
+        "patched": runtime_env.patched_env(),
+    }
+    return {
+        name: runtime_env.venv_python(runtime_env.testkit_env(venv))
+        for name, venv in venvs.items()
+    }
 
 
 @pytest.fixture(scope="session")
