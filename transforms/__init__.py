@@ -15,6 +15,13 @@ Adding an edit takes three files and one line:
 3. `tests/transforms/test_<edit>.py`: its CodemodTest tables.
 4. Its declaration, one line in `DECLARATIONS` below ("module:NAME").
 
+An upstream fix is an edit like the others, declared with `fix=Fix(pr,
+release)`. Its hunks stand on 0.27.1's code, never on a PR edit's result:
+every edit is judged on the file as it is and rewritten in one pass, each in
+its own direction (`apply --only-pr` undoes the fixes while it applies the
+PR's edits), so a hunk whose "before" were another edit's "after" could
+neither be found before that edit is made nor undone without it.
+
 Everything else derives from `EDITS`, the declarations in that order: the files the tool reads and writes and
 the order a commit writes them in (dflash2_backport.layout), `check`, `apply`
 and `revert`, the JSON report, `--explain`, the README's table of edits and
