@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import textwrap
 
-from . import EDITS
+from . import EDITS, target_files
 from .edit import Edit, Role
 
+#: When a commit writes a file, by the file's role (a file any switch
+#: touches is a switch, whatever its other edits are).
 _ROLES = {
-    Role.SEAM: "adds only what nothing reaches yet; written before the switches",
-    Role.SWITCH: "leads vLLM to DFlash2; written after the modules and the seams",
+    Role.SEAM: "a seam: written before the switches, taken out after them",
+    Role.SWITCH: "a switch: written after the modules and the seams, taken out before them",
 }
 
 
@@ -27,6 +29,10 @@ def explain(name: str) -> str | None:
     return "\n".join(_explained(edit) for edit in declarations)
 
 
+def _file_role(path: str) -> Role:
+    return Role.SWITCH if path in target_files(Role.SWITCH) else Role.SEAM
+
+
 def _set(edit: Edit) -> str:
     if edit.fix is None:
         return "the DFlash2 PR's own edit, as vLLM 0.28.0 has it (`apply --only-pr` makes it)"
@@ -41,7 +47,7 @@ def _set(edit: Edit) -> str:
 def _explained(edit: Edit) -> str:
     lines = [
         f"{edit.name}: {edit.description}",
-        f"  file: {edit.path} ({_ROLES[edit.role]})",
+        f"  file: {edit.path} ({_ROLES[_file_role(edit.path)]})",
         f"  set: {_set(edit)}",
     ]
     for hunk in edit.hunks:

@@ -490,7 +490,8 @@ MAX_MODEL_LEN_CAP = Edit(
     CONFIG,
     "max_model_len is capped to a DFlash draft's where its RoPE derives from "
     "its length",
-    Role.SEAM,
+    # It calls what DRAFT_POSITIONS adds: written after it, taken out before.
+    Role.SWITCH,
     (LIMIT_HUNK, LIMIT_CALL_HUNK),
     judge_config,
     writer="draft_max_position:MaxModelLenCap",

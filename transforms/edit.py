@@ -29,7 +29,8 @@ class Role(enum.Enum):
 
     #: Adds only what nothing reaches yet: seams, helpers, hooks, fixes.
     SEAM = "seam"
-    #: Leads vLLM to DFlash2: needs the modules and the seams in place.
+    #: Leads vLLM to DFlash2, or calls what a fix adds in a seam: needs the
+    #: modules and the seams in place.
     SWITCH = "switch"
 
 
