@@ -324,7 +324,7 @@ def patched_env(version: str = VLLM_VERSION, torch: str = "cpu") -> Path:
             # not depend on, or leave, state outside the venv.
             with tempfile.TemporaryDirectory() as verdicts:
                 _run([target / "bin" / "dflash2-backport", "apply"], log,
-                     env_extra={"DFLASH2_BACKPORT_CACHE_DIR": verdicts})
+                     env_extra={"DFLASH2_BACKPORT_VERDICT_CACHE": verdicts})
 
         return _child(
             _kind("patched", version, torch), f"{base_key()}-{project_key(source)}",
