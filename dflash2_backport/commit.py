@@ -267,13 +267,14 @@ class _Changed(Exception):
 
 
 def _not_put_back(kept: tuple[str, ...]) -> str:
+    one = len(kept) == 1
     return (
         "the files this run had replaced were put back except "
         + ", ".join(kept)
         + ", which another program changed after this run wrote "
-        + ("it" if len(kept) == 1 else "them")
-        + ": they hold this tool's edits and that program's changes; compare "
-        + ("it" if len(kept) == 1 else "them")
+        + ("it: it holds" if one else "them: they hold")
+        + " this tool's edits and that program's changes; compare "
+        + ("it" if one else "them")
         + " with vLLM 0.27.1, then run the command again"
     )
 

@@ -4,8 +4,9 @@ vLLM's files may be links into a shared store (a container layer, a Nix or
 Bazel store, uv's cache seen through a link): writing through one would
 change every environment that shares it. A FIFO where a file should be would
 block a plain read forever. So every path the tool reads or replaces is
-checked with lstat first, and anything but a regular file (or a real
-directory on the way to it) is refused with the path named.
+reached through directories opened one name at a time without following
+links (`Tree`), and anything but a regular file (or a real directory on the
+way to it) is refused with the path named.
 """
 
 from __future__ import annotations
@@ -49,26 +50,11 @@ def kind_refusal(path: Path, mode: int, expected: str = "a regular file") -> Bac
     )
 
 
-def _refuse_link(path: Path) -> None:
-    raise link_refusal(path, os.readlink(path))
-
-
 def read_regular(path: Path) -> bytes | None:
     """The bytes of a regular file, None when absent; never follows a link
     at the last step nor opens a FIFO."""
-    try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return None
-    except OSError as error:
-        if error.errno == errno.ELOOP:  # the last component is a link
-            _refuse_link(path)
-        raise BackportError(f"{path}: cannot be read ({error.strerror})") from None
-    with os.fdopen(descriptor, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise kind_refusal(path, info.st_mode)
-        return handle.read()
+    with Tree(path.parent) as tree:
+        return tree.read(path.name)
 
 
 def decode_source(path: str | os.PathLike, data: bytes) -> str:
@@ -128,6 +114,8 @@ class Tree:
         if not relative:
             try:
                 descriptor = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            except FileNotFoundError:
+                return None
             except OSError as error:
                 raise BackportError(f"{self.root}: cannot be read ({error.strerror})") from None
             self._open[""] = descriptor

@@ -13,7 +13,7 @@ pre-commit hook sees a fork: a patched source tree checked before, then a
 commit that changes one of the seven files.
 
 Both tools are installed as a user installs them, each into a venv of its
-own under $DFLASH2_BACKPORT_CACHE/bench: the earlier commit (--before, by
+own under $DFLASH2_BACKPORT_TEST_CACHE/bench: the earlier commit (--before, by
 default the last one before the edits were reshaped) exported with `git
 archive`, this checkout copied as it is (a venv per content, reused).
 
@@ -61,7 +61,7 @@ BEFORE = "a3b1aef"
 
 def timed(command: list[str], expect: int, cache: Path) -> tuple[float, float]:
     """Wall time, and CPU time (the command's and its workers'), in seconds."""
-    environment = dict(os.environ, DFLASH2_BACKPORT_CACHE_DIR=str(cache))
+    environment = dict(os.environ, DFLASH2_BACKPORT_VERDICT_CACHE=str(cache))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     # Run from a neutral directory: `-m` and a checkout in the working
@@ -81,7 +81,11 @@ def timed(command: list[str], expect: int, cache: Path) -> tuple[float, float]:
 
 
 def _cache() -> Path:
-    return Path(os.environ.get("DFLASH2_BACKPORT_CACHE", REPOSITORY / ".cache/dflash2-backport"))
+    return Path(
+        os.environ.get("DFLASH2_BACKPORT_TEST_CACHE")
+        or os.environ.get("DFLASH2_BACKPORT_CACHE")
+        or REPOSITORY / ".cache/dflash2-backport"
+    )
 
 
 def _git(*args: str) -> bytes:

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -95,23 +92,3 @@ def test_an_older_copy_of_ours_is_replaced(site: Path) -> None:
     assert result.exit_code == 1
     assert apply(site).exit_code == 0
     assert old.read_bytes() == shipped_source(SHIPPED[0])
-
-
-def test_the_wheel_maps_transforms_and_modules_under_the_package(tmp_path: Path) -> None:
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir",
-         str(tmp_path), str(REPOSITORY)],
-        check=True,
-    )
-    (wheel,) = tmp_path.glob("dflash2_backport-*.whl")
-    names = zipfile.ZipFile(wheel).namelist()
-    top_level = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
-    assert top_level == {"dflash2_backport"}
-    for expected in [
-        "dflash2_backport/cli.py",
-        "dflash2_backport/transforms/registry.py",
-        "dflash2_backport/modules/qwen3_dflash2.py",
-        "dflash2_backport/modules/dflash2/__init__.py",
-        "dflash2_backport/modules/dflash2/speculator.py",
-    ]:
-        assert expected in names, expected

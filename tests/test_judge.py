@@ -155,7 +155,7 @@ def test_a_changed_codemod_judges_the_files_again(site: Path, tmp_path: Path) ->
     )
 
     def check() -> int:
-        env = {"DFLASH2_BACKPORT_CACHE_DIR": str(cache), "PATH": "/usr/bin:/bin"}
+        env = {"DFLASH2_BACKPORT_VERDICT_CACHE": str(cache), "PATH": "/usr/bin:/bin"}
         return subprocess.run(
             [sys.executable, "-c", probe, str(copy), str(site)],
             capture_output=True,
@@ -196,7 +196,7 @@ def test_a_source_checkout_reaches_the_codemods_without_installing(
         [sys.executable, "-S", "-c", probe, str(checkout), str(site)],
         capture_output=True,
         text=True,
-        env={"DFLASH2_BACKPORT_CACHE_DIR": str(tmp_path / "verdicts")},
+        env={"DFLASH2_BACKPORT_VERDICT_CACHE": str(tmp_path / "verdicts")},
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "['pending']"
@@ -293,6 +293,6 @@ def test_a_check_that_rewrites_nothing_never_imports_libcst(
         [sys.executable, "-c", PROBE, str(site)],
         capture_output=True,
         text=True,
-        env={"DFLASH2_BACKPORT_CACHE_DIR": str(tmp_path / "verdicts"), "PATH": "/usr/bin:/bin"},
+        env={"DFLASH2_BACKPORT_VERDICT_CACHE": str(tmp_path / "verdicts"), "PATH": "/usr/bin:/bin"},
     )
     assert result.stdout.splitlines()[-1].split() == [str(code), "False"], result.stderr

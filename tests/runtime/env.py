@@ -335,7 +335,7 @@ def patched_env(version: str = VLLM_VERSION, torch: str = "cpu", only_pr: bool =
             with tempfile.TemporaryDirectory() as verdicts:
                 _run([target / "bin" / "dflash2-backport", "apply",
                       *(["--only-pr"] if only_pr else [])], log,
-                     env_extra={"DFLASH2_BACKPORT_CACHE_DIR": verdicts})
+                     env_extra={"DFLASH2_BACKPORT_VERDICT_CACHE": verdicts})
 
         return _child(
             _kind("patched-pr" if only_pr else "patched", version, torch),

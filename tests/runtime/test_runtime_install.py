@@ -146,7 +146,7 @@ def test_check_command_finds_nothing_left_to_do_after_apply(pair, tmp_path):
     needs it (exit 1, pending)."""
     patched_venv, pristine_venv = pair["patched"], pair["pristine"]
     cli = [runtime_env.venv_python(patched_venv), patched_venv / "bin" / "dflash2-backport"]
-    environ = {**os.environ, "DFLASH2_BACKPORT_CACHE_DIR": str(tmp_path)}
+    environ = {**os.environ, "DFLASH2_BACKPORT_VERDICT_CACHE": str(tmp_path)}
     patched = subprocess.run([*cli, "check"], capture_output=True, text=True, env=environ)
     assert patched.returncode == 0, patched.stdout + patched.stderr
 
@@ -161,7 +161,7 @@ def test_check_command_finds_nothing_left_to_do_after_apply(pair, tmp_path):
 def test_check_through_python_from_the_tools_own_venv(pair, version, tmp_path):
     """The tool in one venv, vLLM in another: --python names the latter."""
     tool = Path(sys.executable).with_name("dflash2-backport")
-    environ = {**os.environ, "DFLASH2_BACKPORT_CACHE_DIR": str(tmp_path)}
+    environ = {**os.environ, "DFLASH2_BACKPORT_VERDICT_CACHE": str(tmp_path)}
     for name, expected in (("pristine", 1), ("patched", 0)):
         python = runtime_env.venv_python(pair[name])
         done = subprocess.run([tool, "check", "--python", python, "--json"],

@@ -202,7 +202,7 @@ def test_an_eighth_edit_takes_three_files_and_one_line(tmp_path: Path) -> None:
             [sys.executable, "-c", PROBE, str(copy), *args],
             capture_output=True,
             text=True,
-            env={"DFLASH2_BACKPORT_CACHE_DIR": str(tmp_path / "verdicts"), "PATH": "/usr/bin:/bin"},
+            env={"DFLASH2_BACKPORT_VERDICT_CACHE": str(tmp_path / "verdicts"), "PATH": "/usr/bin:/bin"},
         )
 
     lists = json.loads(run("lists").stdout)
@@ -244,7 +244,9 @@ def _checkout(destination: Path) -> Path:
     return destination
 
 
-def test_the_wheel_carries_every_judge_and_writer(tmp_path: Path) -> None:
+def test_the_wheel_carries_every_judge_and_writer_under_the_one_package(tmp_path: Path) -> None:
+    """transforms/ and modules/ go in as dflash2_backport.transforms and
+    dflash2_backport.modules: the wheel adds one top-level package."""
     import zipfile
 
     checkout = _checkout(tmp_path / "checkout")
@@ -255,8 +257,13 @@ def test_the_wheel_carries_every_judge_and_writer(tmp_path: Path) -> None:
     )
     (wheel,) = (tmp_path / "wheel").glob("dflash2_backport-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
+    top_level = {name.split("/")[0] for name in names if ".dist-info/" not in name}
+    assert top_level == {"dflash2_backport"}
     for path in TRANSFORMS.rglob("*.py"):
         assert f"dflash2_backport/transforms/{path.relative_to(TRANSFORMS)}" in names, path
+    modules = TRANSFORMS.parent / "modules"
+    for path in modules.rglob("*.py"):
+        assert f"dflash2_backport/modules/{path.relative_to(modules)}" in names, path
 
 
 def _imports(path: Path) -> set[str]:
