@@ -45,6 +45,12 @@ DECLARATIONS = (
     "speculator_selection:SPECULATOR_SELECTION",
     "speculator_selection:V2_RUNNER_FORCING",
     "draft_logit_cache:DRAFT_LOGIT_CACHE",
+    "dflash_input_hardening:DFLASH_INPUT_HARDENING",
+    "draft_aot_schedule:DRAFT_AOT_SCHEDULE",
+    "draft_noise_salt:GUMBEL_STREAMS",
+    "draft_noise_salt:DRAFT_SAMPLING",
+    "draft_noise_salt:DSPARK_SAMPLING",
+    "prefix_block_drop:PREFIX_BLOCK_DROP",
 )
 
 

@@ -1,5 +1,6 @@
 """Reformatted, commented and reordered 0.27.1 trees are patched to the spec's
-meaning; trees whose meaning changed are refused with every file untouched."""
+meaning, with the upstream fixes; trees whose meaning changed are refused with
+every file untouched."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typer.testing import CliRunner
 
 from dflash2_backport.cli import app
 from tests.integration import variants
-from tests.oracle import seed_patched
+from tests.oracle import closure_patched
 from tests.trees import TARGETS, make_site, snapshot
 
 pytestmark = pytest.mark.wheels
@@ -20,10 +21,11 @@ runner = CliRunner()
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """A pristine 0.27.1 site and the spec patcher's result on it."""
+    """A pristine 0.27.1 site and the spec patcher's result on it, with the
+    upstream fixes."""
     scratch = tmp_path_factory.mktemp("reference")
     pristine = make_site("0.27.1", scratch / "pristine")
-    return pristine, seed_patched(pristine, scratch)
+    return pristine, closure_patched(pristine, scratch)
 
 
 def _variant(site: Path, edits: list, strict: bool) -> None:
@@ -60,7 +62,7 @@ def test_cosmetic_variant_is_patched_to_the_spec_meaning(
     result = runner.invoke(app, ["apply", "--site-packages", str(site)])
     assert result.exit_code == 0, result.output
 
-    # The spec's result, carried through the same cosmetic change.
+    # The spec's result and the fixes, carried through the same cosmetic change.
     expected = make_site("0.27.1", tmp_path / "expected")
     for relative in TARGETS:
         (expected / relative).write_bytes((seeded / relative).read_bytes())

@@ -9,7 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from dflash2_backport.cli import app
-from tests.oracle import seed_patched
+from dflash2_backport.edits import EDITS
+from tests.oracle import closure_patched
 from tests.trees import INSTALLED, TARGETS, make_site, snapshot
 
 pytestmark = pytest.mark.wheels
@@ -27,10 +28,12 @@ def pristine(tmp_path: Path) -> Path:
     return make_site("0.27.1", tmp_path / "site")
 
 
-def test_apply_on_pristine_0_27_1_equals_the_spec_patcher_byte_for_byte(
+def test_apply_on_pristine_0_27_1_equals_the_spec_patcher_and_the_fixes_byte_for_byte(
     pristine: Path, tmp_path: Path
 ) -> None:
-    expected = seed_patched(pristine, tmp_path)
+    # The fixes made at once with the spec's edits, or on the spec
+    # patcher's result, write the same bytes.
+    expected = closure_patched(pristine, tmp_path)
     code, output = run("apply", "--site-packages", str(pristine))
     assert code == 0, output
     for relative in TARGETS:
@@ -86,11 +89,13 @@ def test_json_reports_every_edit_state_file_and_version(pristine: Path) -> None:
     assert code == 1
     assert document["vllm_version"] == "0.27.1"
     assert document["action"] == "pending"
-    assert {e["edit"] for e in document["edits"]} == {
+    spec = {
         "causality", "subclass-seams", "registry", "vocab-parallel-topk",
         "gumbel", "speculator-selection", "draft-logit-cache",
     }
-    assert sum(len(e["hunks"]) for e in document["edits"]) == 15
+    fixes = {e.name for e in EDITS if e.fix is not None}
+    assert {e["edit"] for e in document["edits"]} == spec | fixes
+    assert sum(len(e["hunks"]) for e in document["edits"] if e["edit"] in spec) == 15
     assert {e["state"] for e in document["edits"]} == {"pending"}
     assert {e["file"] for e in document["edits"]} == set(TARGETS)
 

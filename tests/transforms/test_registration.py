@@ -68,7 +68,7 @@ def test_the_hook_pattern_is_the_one_derived_from_the_edits() -> None:
     every = (*layout.TARGET_FILES, *layout.MODULE_FILES)
     assert all(re.search(pattern, path) for path in every)
     for near in ("vllm/config/vllm.pyc", "vllm/model_executor/models/qwen3_dflash3.py",
-                 "vllm/v1/worker/gpu/spec_decode/dflash/speculator.py", "xvllm/config/vllm.py"):
+                 "vllm/v1/worker/gpu/spec_decode/eagle/speculator.py", "xvllm/config/vllm.py"):
         assert not re.search(pattern, near), near
 
 
@@ -152,7 +152,8 @@ class DummyFlag(Writer):
     def backward(self, tree, hunk, site):
         return locate(tree, site.path).replaced()
 '''
-REGISTERED = '    "draft_logit_cache:DRAFT_LOGIT_CACHE",\n)\n'
+# The end of the one list, whatever its last entry.
+REGISTERED = ",\n)\n\n\ndef _declared("
 PROBE = """\
 import json, sys
 sys.path.insert(0, sys.argv[1])
@@ -189,7 +190,7 @@ def test_an_eighth_edit_takes_three_files_and_one_line(tmp_path: Path) -> None:
     text = registration.read_text()
     assert text.count(REGISTERED) == 1
     registration.write_text(
-        text.replace(REGISTERED, REGISTERED.replace(")", '    "dummy_flag:DUMMY_FLAG",\n)'))
+        text.replace(REGISTERED, REGISTERED.replace(")", '    "dummy_flag:DUMMY_FLAG",\n)', 1))
     )
 
     tree = make_site("0.27.1", tmp_path / "fork")
