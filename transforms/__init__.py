@@ -45,7 +45,7 @@ DECLARATIONS = (
     "speculator_selection:SPECULATOR_SELECTION",
     "speculator_selection:V2_RUNNER_FORCING",
     "draft_logit_cache:DRAFT_LOGIT_CACHE",
-    "dflash_input_hardening:DFLASH_INPUT_HARDENING",
+    "dflash_input_guards:DFLASH_INPUT_GUARDS",
     "draft_aot_schedule:DRAFT_AOT_SCHEDULE",
     "draft_noise_salt:GUMBEL_STREAMS",
     "draft_noise_salt:DRAFT_SAMPLING",

@@ -2,6 +2,7 @@
 
 Venvs (env.py; the first use builds them, about two minutes, later pytest runs
 reuse them): `pristine_python` / `patched_python` are the 0.27.1 interpreters,
+`only_pr_python` the patched one without the upstream fixes,
 `pristine_venv` / `patched_venv` their directories, `venvs` both interpreters
 by name, parametrized over every supported release (0.27.1, 0.27.0).
 
@@ -71,6 +72,20 @@ def versioned_venvs(base_venv):
         return built[version, torch]
 
     return venvs_of
+
+
+@pytest.fixture(scope="session")
+def only_pr_python(base_venv) -> Path:
+    """0.27.1 with the DFlash2 PR's edits and modules, without the upstream
+    fixes (env.only_pr_env)."""
+    return runtime_env.venv_python(runtime_env.only_pr_env())
+
+
+@pytest.fixture(scope="session")
+def venv_pytest() -> Path:
+    """A folder holding pytest, for a venv interpreter to append to its path
+    (env.pytest_dir)."""
+    return runtime_env.pytest_dir()
 
 
 @pytest.fixture(scope="session")

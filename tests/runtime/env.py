@@ -10,6 +10,9 @@ venvs live under CACHE/runtime:
 * patched: the same, plus this project installed from the checkout and its
   console script run against the venv, as a user would. Rebuilt whenever the
   project's sources change.
+* onlypr (0.27.1 only): patched, then the edits that carry upstream fixes
+  reverted: the DFlash2 PR alone, for the checks that must fail without a
+  fix where pristine vLLM has no DFlash2 to run.
 
 None of them holds anything of the test harness: no platform plugin, nothing
 on a path the harness adds. They are what a user gets from pip, so a command
@@ -332,13 +335,78 @@ def patched_env(version: str = VLLM_VERSION, torch: str = "cpu") -> Path:
         )
 
 
+def pytest_dir() -> Path:
+    """pytest, installed with `--target` into a folder of the cache, at the
+    version the project's own tests pin: the venvs stay as users have them,
+    and an interpreter that runs upstream's own test files appends this
+    folder to its path."""
+    (pin,) = [
+        line.strip() for line in (REPO / "requirements-dev.txt").read_text().splitlines()
+        if line.startswith("pytest==")
+    ]
+
+    def build(target: Path, log: Path) -> None:
+        _run([sys.executable, "-m", "pip", "install", "--quiet", "--no-compile",
+              "--target", target, pin], log)
+
+    key = hashlib.sha256(pin.encode()).hexdigest()[:16]
+    return _publish(f"pytest-{key}", build, kind="pytest")
+
+
+# Run in a patched venv: the edits that carry upstream fixes undone again,
+# through the tool's own judges and writers, leaving the DFlash2 PR's edits
+# alone (what `apply --only-pr` leaves).
+REVERT_FIXES = """
+import sys
+from pathlib import Path
+
+from dflash2_backport.edits import transforms
+from dflash2_backport.transforms import writers
+from dflash2_backport.transforms.source import Source
+from dflash2_backport.transforms.vocabulary import Direction
+
+site = Path(sys.argv[1])
+for path in transforms.target_files():
+    fixes = [e for e in transforms.edits_in(path) if e.fix is not None]
+    if not fixes:
+        continue
+    data = (site / path).read_bytes()
+    source = Source(data.decode())
+    judged = [(e, e.pinned(source, e.judged(source, Direction.REVERT))) for e in fixes]
+    (site / path).write_bytes(writers.rewrite(data, judged, Direction.REVERT))
+    print("reverted the fixes in", path)
+"""
+
+
+def only_pr_env(version: str = VLLM_VERSION, torch: str = "cpu") -> Path:
+    """vLLM with the DFlash2 PR's edits and modules and none of the upstream
+    fixes: the unfixed state the fixes' runtime checks must fail on where
+    pristine vLLM cannot run the DFlash2 code at all."""
+    base = base_env(torch)
+    with tempfile.TemporaryDirectory() as tmp:
+        source = _snapshot(Path(tmp))
+
+        def install_apply_and_revert_fixes(target: Path, log: Path, pip: list) -> None:
+            _run(pip + [source], log)
+            with tempfile.TemporaryDirectory() as verdicts:
+                _run([target / "bin" / "dflash2-backport", "apply"], log,
+                     env_extra={"DFLASH2_BACKPORT_CACHE_DIR": verdicts})
+            # -I: not the checkout in the working directory, the installed tool.
+            _run([venv_python(target), "-I", "-c", REVERT_FIXES, site_packages(target)], log)
+
+        return _child(
+            _kind("onlypr", version, torch), f"{base_key()}-{project_key(source)}",
+            base, install_apply_and_revert_fixes, version,
+        )
+
+
 def main() -> None:
     """Build (or find) every venv and print where they are."""
     builds = [("base", base_env)] + [
         (f"{build.__name__} {version}", lambda b=build, v=version: b(v))
         for version in VLLM_VERSIONS
         for build in (pristine_env, patched_env)
-    ] + [("cuda base", lambda: base_env("cuda"))] + [
+    ] + [("only_pr_env 0.27.1", only_pr_env)] + [("cuda base", lambda: base_env("cuda"))] + [
         (f"{build.__name__} {version} cuda", lambda b=build, v=version: b(v, "cuda"))
         for version in CUDA_VLLM_VERSIONS
         for build in (pristine_env, patched_env)

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..dflash_input_hardening import DFLASH_INPUT_HARDENING
+from ..dflash_input_guards import DFLASH_INPUT_GUARDS
 from ..edit import Hunk, Site
 from .protocol import Writer
 from .rewrites import rewritten_run
 
 
-class DFlashInputHardening(Writer):
-    EDIT = DFLASH_INPUT_HARDENING
+class DFlashInputGuards(Writer):
+    EDIT = DFLASH_INPUT_GUARDS
 
     def forward(self, tree: cst.Module, hunk: Hunk, site: Site) -> cst.Module:
         assert hunk.before is not None

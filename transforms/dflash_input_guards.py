@@ -284,14 +284,14 @@ def judge(source: Source) -> dict[str, Judged]:
     return {HUNK.name: judge_definition(source, kernel, HUNK, f"`{KERNEL}`")}
 
 
-DFLASH_INPUT_HARDENING = Edit(
-    "dflash-input-hardening",
+DFLASH_INPUT_GUARDS = Edit(
+    "dflash-input-guards",
     "vllm/v1/worker/gpu/spec_decode/dflash/speculator.py",
     "the DFlash prepare-inputs kernel leaves rejected rows and the null block "
     "alone and clamps seq_lens, as vLLM 0.28.0's does",
     Role.SEAM,
     (HUNK,),
     judge,
-    writer="dflash_input_hardening:DFlashInputHardening",
+    writer="dflash_input_guards:DFlashInputGuards",
     fix=Fix("", "0.28.0"),
 )

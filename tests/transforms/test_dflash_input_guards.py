@@ -1,9 +1,9 @@
 import pytest
 
-from dflash2_backport.transforms.dflash_input_hardening import DFLASH_INPUT_HARDENING
+from dflash2_backport.transforms.dflash_input_guards import DFLASH_INPUT_GUARDS
 from dflash2_backport.transforms.meaning import same_meaning
 from dflash2_backport.transforms.vocabulary import Direction, State
-from dflash2_backport.transforms.writers.dflash_input_hardening import DFlashInputHardening
+from dflash2_backport.transforms.writers.dflash_input_guards import DFlashInputGuards
 
 from ._cases import (
     assert_left_alone,
@@ -19,7 +19,7 @@ from ._cases import (
     verdicts,
 )
 
-(HUNK,) = DFLASH_INPUT_HARDENING.hunks
+(HUNK,) = DFLASH_INPUT_GUARDS.hunks
 HEADER = """
 import torch
 
@@ -184,8 +184,8 @@ DRIFT = {
 
 def test_the_expected_hardening_has_0_27_1s_meaning_until_applied() -> None:
     assert not same_meaning(PENDING, APPLIED)
-    assert verdicts(DFlashInputHardening, PENDING) == {NAME: State.PENDING}
-    assert verdicts(DFlashInputHardening, APPLIED) == {NAME: State.APPLIED}
+    assert verdicts(DFlashInputGuards, PENDING) == {NAME: State.PENDING}
+    assert verdicts(DFlashInputGuards, APPLIED) == {NAME: State.APPLIED}
 
 
 PATCHED = {"the kernel is hardened": (PENDING, APPLIED), **COSMETIC}
@@ -195,19 +195,19 @@ PATCHED = {"the kernel is hardened": (PENDING, APPLIED), **COSMETIC}
 def test_pending_kernel_is_hardened_then_left_alone_and_reverted_exactly(
     before: str, after: str
 ) -> None:
-    assert_patched(DFlashInputHardening, before, after)
+    assert_patched(DFlashInputGuards, before, after)
 
 
 def test_a_crlf_file_stays_crlf_both_ways() -> None:
-    assert output(DFlashInputHardening, crlf(PENDING)) == crlf(APPLIED)
-    assert output(DFlashInputHardening, crlf(APPLIED), revert=True) == crlf(PENDING)
+    assert output(DFlashInputGuards, crlf(PENDING)) == crlf(APPLIED)
+    assert output(DFlashInputGuards, crlf(APPLIED), revert=True) == crlf(PENDING)
 
 
 @pytest.mark.parametrize("before,after,back", RELAID_OUT.values(), ids=RELAID_OUT.keys())
 def test_a_rewritten_statement_laid_out_otherwise_comes_back_in_0271s_layout(
     before: str, after: str, back: str
 ) -> None:
-    checks = case(DFlashInputHardening)
+    checks = case(DFlashInputGuards)
     checks.assertCodemod(before, after)
     checks.assertCodemod(after, back, direction=Direction.REVERT)
 
@@ -216,17 +216,17 @@ def test_a_rewritten_statement_laid_out_otherwise_comes_back_in_0271s_layout(
 def test_a_hardened_kernel_written_otherwise_is_applied_and_reverts_by_meaning(
     source: str,
 ) -> None:
-    assert_left_alone(DFlashInputHardening, source)
-    assert verdicts(DFlashInputHardening, source) == {NAME: State.APPLIED}
-    back = reverted(DFlashInputHardening, source)
+    assert_left_alone(DFlashInputGuards, source)
+    assert verdicts(DFlashInputGuards, source) == {NAME: State.APPLIED}
+    back = reverted(DFlashInputGuards, source)
     assert same_meaning(back, PENDING)
-    assert verdicts(DFlashInputHardening, back) == {NAME: State.PENDING}
+    assert verdicts(DFlashInputGuards, back) == {NAME: State.PENDING}
 
 
 @pytest.mark.parametrize("source", DRIFT.values(), ids=DRIFT.keys())
 def test_a_kernel_that_is_neither_is_refused_both_ways(source: str) -> None:
-    assert refusal(DFlashInputHardening, source).edit == "dflash-input-hardening"
-    revert_refusal(DFlashInputHardening, source)
+    assert refusal(DFlashInputGuards, source).edit == "dflash-input-guards"
+    revert_refusal(DFlashInputGuards, source)
 
 
 @pytest.mark.parametrize(
@@ -240,12 +240,12 @@ def test_a_kernel_that_is_neither_is_refused_both_ways(source: str) -> None:
     ],
 )
 def test_the_refusal_says_where_the_kernel_departs(name: str, words: list[str]) -> None:
-    (drifted,) = refusal(DFlashInputHardening, DRIFT[name]).drifted
+    (drifted,) = refusal(DFlashInputGuards, DRIFT[name]).drifted
     assert drifted.hunk == NAME
     for word in words:
         assert word in drifted.reason, drifted.reason
 
 
 def test_the_declaration_names_the_release_that_carries_the_fix() -> None:
-    assert DFLASH_INPUT_HARDENING.fix is not None
-    assert DFLASH_INPUT_HARDENING.fix.release == "0.28.0"
+    assert DFLASH_INPUT_GUARDS.fix is not None
+    assert DFLASH_INPUT_GUARDS.fix.release == "0.28.0"
