@@ -35,3 +35,18 @@ def seed_patched(site: Path, scratch: Path) -> Path:
         cwd=SPEC,
     )
     return copy
+
+
+def closure_patched(site: Path, scratch: Path) -> Path:
+    """The spec patcher's result with the upstream fixes the tool carries
+    made on top of it by `apply` (on it, only they are pending): what
+    `apply` must leave on `site`, the fixes' edits being tested on their own
+    (tests/transforms, tests/runtime)."""
+    from typer.testing import CliRunner
+
+    from dflash2_backport.cli import app
+
+    seeded = seed_patched(site, scratch)
+    result = CliRunner().invoke(app, ["apply", "--site-packages", str(seeded)])
+    assert result.exit_code == 0, result.output
+    return seeded

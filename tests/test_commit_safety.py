@@ -618,8 +618,8 @@ def test_every_staged_file_is_fsynced_before_it_is_renamed_into_place(
             assert source.endswith(".dflash2-backport-new"), line
             assert source in fsynced, f"{destination} renamed from a copy never fsynced"
             renamed += 1
-    # The record twice, ten files and RECORD.
-    assert renamed == 2 + 10 + 1
+    # The record twice, every target and new file, and RECORD.
+    assert renamed == 2 + len(TARGETS) + len(INSTALLED) + 1
     assert snapshot(site) == trees["applied"]
 
 

@@ -188,7 +188,7 @@ def test_hook_files_pattern_covers_exactly_the_backport_files() -> None:
         for relative in (*TARGETS, *INSTALLED):
             assert pattern.search(relative), relative
         for other in ("vllm/model_executor/models/qwen3.py", "vllm/config/model.py",
-                      "vllm/v1/worker/gpu/spec_decode/dflash/speculator.py"):
+                      "vllm/v1/worker/gpu/spec_decode/eagle/speculator.py"):
             assert not pattern.search(other), other
 
 

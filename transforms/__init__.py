@@ -61,6 +61,12 @@ DECLARATIONS = (
     "refusals:QUANTIZED_DRAFT",
     "refusals:DRAFT_VOCABULARY",
     "refusals:SPECULATORS_FORMAT",
+    "dflash_input_guards:DFLASH_INPUT_GUARDS",
+    "draft_aot_schedule:DRAFT_AOT_SCHEDULE",
+    "draft_noise_salt:GUMBEL_STREAMS",
+    "draft_noise_salt:DRAFT_SAMPLING",
+    "draft_noise_salt:DSPARK_SAMPLING",
+    "prefix_block_drop:PREFIX_BLOCK_DROP",
 )
 
 

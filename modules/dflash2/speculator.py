@@ -16,6 +16,11 @@ What 0.27.1 dictates here, unlike later vLLM:
 * 0.27.1 fills `sample_idx_mapping` with 0 before CUDA-graph capture, and the
   capture's warm-up runs execute the kernels. This speculator keeps padding
   rows at -1 instead, so they never write into request slot 0's cache.
+* A sampled draft draws its Gumbel noise on a stream of its own where vLLM
+  has one (gumbel.py's `_DRAFT_NOISE_SALT`, from 0.29.0 and from this
+  project's draft-noise-salt fix): drawn from the stream verification
+  resamples with after a rejection, it would bias the output. Where vLLM
+  has none, the walk draws as 0.28.0's does.
 """
 
 from typing import Any
@@ -25,11 +30,26 @@ import torch
 from vllm.config import VllmConfig
 from vllm.config.compilation import CUDAGraphMode
 from vllm.logger import init_logger
-from vllm.triton_utils import tl, triton
+from vllm.triton_utils import HAS_TRITON, tl, triton
+from vllm.v1.worker.gpu.sample import gumbel
 from vllm.v1.worker.gpu.sample.gumbel import gumbel_noised_argmax
 from vllm.v1.worker.gpu.spec_decode.dflash.speculator import DFlashSpeculator
 
 logger = init_logger(__name__)
+
+
+
+def _draft_noise_salt() -> int:
+    """What vLLM adds to a draft's sampling position so that its noise is not
+    verification's (a Triton constexpr there), or 0 where it adds nothing."""
+    salt = getattr(gumbel, "_DRAFT_NOISE_SALT", 0)
+    return int(getattr(salt, "value", salt))
+
+
+# Read once, at import: the file is the same whichever edits the tree carries.
+_DRAFT_POSITION_SALT = (
+    tl.constexpr(_draft_noise_salt()) if HAS_TRITON else _draft_noise_salt()
+)
 
 
 @triton.jit
@@ -79,10 +99,12 @@ def _selector_walk_kernel(
         candidates = tl.load(
             candidate_ptr + flat * top_k + lanes, mask=mask, other=0
         )
-        # sample_pos holds the drafted token's position Q; 0.27.1's
-        # verification keys its Gumbel draw by the predecessor's, Q - 1, and
-        # the token id keys the noise within the draw, as over the vocabulary.
-        position = tl.load(sample_pos_ptr + flat) - 1
+        # sample_pos holds the drafted token's position Q. A draw at Q is
+        # keyed by the predecessor's position, Q - 1, and the token id keys
+        # the noise within it, as over the vocabulary; the salt then moves a
+        # draft's draw off the stream verification resamples with (adding it
+        # here is the draw 0.29.0's IS_DRAFTING=True makes).
+        position = tl.load(sample_pos_ptr + flat) - 1 + _DRAFT_POSITION_SALT
         _, index = gumbel_noised_argmax(
             scores,
             candidates,

@@ -9,7 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from dflash2_backport.cli import app
-from tests.oracle import seed_patched
+from dflash2_backport.edits import EDITS
+from tests.oracle import closure_patched, seed_patched
 from tests.trees import INSTALLED, TARGETS, make_site, snapshot
 
 pytestmark = pytest.mark.wheels
@@ -32,6 +33,20 @@ def test_apply_only_pr_on_pristine_0_27_1_equals_the_spec_patcher_byte_for_byte(
 ) -> None:
     expected = seed_patched(pristine, tmp_path)
     code, output = run("apply", "--only-pr", "--site-packages", str(pristine))
+    assert code == 0, output
+    for relative in TARGETS:
+        assert (pristine / relative).read_bytes() == (expected / relative).read_bytes(), relative
+    for relative in INSTALLED:
+        assert (pristine / relative).is_file(), relative
+
+
+def test_apply_on_pristine_0_27_1_equals_the_spec_patcher_and_the_fixes_byte_for_byte(
+    pristine: Path, tmp_path: Path
+) -> None:
+    # The fixes made at once with the spec's edits, or on the spec
+    # patcher's result, write the same bytes.
+    expected = closure_patched(pristine, tmp_path)
+    code, output = run("apply", "--site-packages", str(pristine))
     assert code == 0, output
     for relative in TARGETS:
         assert (pristine / relative).read_bytes() == (expected / relative).read_bytes(), relative
@@ -93,6 +108,9 @@ def test_json_reports_every_edit_state_file_and_version(pristine: Path) -> None:
     }
     # The spec's fifteen hunks; the fixes' are listed beside them.
     assert sum(len(e["hunks"]) for e in ours) == 15
+    fixes = [e for e in document["edits"] if e["set"] == "fix"]
+    assert {e["edit"] for e in fixes} == {e.name for e in EDITS if e.fix is not None}
+    assert all(e["upstream_release"] for e in fixes), fixes
     assert {e["state"] for e in document["edits"]} == {"pending"}
     assert {e["file"] for e in document["edits"]} == set(TARGETS)
 

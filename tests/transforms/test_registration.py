@@ -68,7 +68,7 @@ def test_the_hook_pattern_is_the_one_derived_from_the_edits() -> None:
     every = (*layout.TARGET_FILES, *layout.MODULE_FILES)
     assert all(re.search(pattern, path) for path in every)
     for near in ("vllm/config/vllm.pyc", "vllm/model_executor/models/qwen3_dflash3.py",
-                 "vllm/v1/worker/gpu/spec_decode/dflash/speculator.py", "xvllm/config/vllm.py"):
+                 "vllm/v1/worker/gpu/spec_decode/eagle/speculator.py", "xvllm/config/vllm.py"):
         assert not re.search(pattern, near), near
 
 

@@ -1,0 +1,163 @@
+"""Fix: a DFlash or DSpark draft keeps the last block of a prefix-cache hit.
+
+Target: class `Scheduler` in vllm/v1/core/sched/scheduler.py, four hunks.
+
+drop flag
+    In `__init__`, right after `self.use_eagle = False`, it sets
+    `self.use_eagle_block_drop = False`.
+drop decided by the method
+    In `__init__`, the arm `if speculative_config.use_eagle():` (setting
+    `self.use_eagle = True` and the lookahead) also sets
+    `self.use_eagle_block_drop` to whether the method is neither dflash nor
+    dspark.
+KV cache manager
+    The `KVCacheManager(...)` it builds gets `use_eagle=self.use_eagle_block_drop`
+    instead of `use_eagle=self.use_eagle`; every other argument as 0.27.1's.
+Mamba checkpoint
+    In `_mamba_block_aligned_split`, the one-block back-off
+    `if self.use_eagle:` becomes `if self.use_eagle_block_drop:`.
+
+Why: with `use_eagle` the KV cache manager drops the last block of every
+prefix-cache hit, because an EAGLE draft's KV at a position depends on the
+token after it, which the cached block may not match. A DFlash or DSpark
+draft builds its KV at a position from the target's hidden state there
+alone, so the drop only costs hits: one block of every hit on a
+full-attention target, and on hybrid targets, where the Mamba back-off
+compounds it, every hit. `self.use_eagle` itself stays as it is: the
+prefill lookahead and the computed-token shift still need it.
+
+Where: the scheduler, keyed on the method, as vLLM 0.33.0 has it (there
+`SpeculativeConfig.needs_eagle_block_drop()`; 0.27.1's `use_dflash()` and
+`use_dspark()` say the same, so `config/speculative.py` needs no edit). A
+DFlash1 draft is a dflash draft too, so DFlash1 users keep the block as
+well, as upstream's DFlash1 users do from 0.33.0 on. KV-offloading
+connectors still drop it for every EAGLE-like method, as 0.27.1 does: they
+then find one block fewer than the scheduler, never a wrong one.
+No pull request is cited: the issue names #53505, which vLLM's sources do
+not mention.
+
+Reverted, each statement is 0.27.1's again.
+"""
+
+from __future__ import annotations
+
+from .edit import Edit, Fix, Hunk, Judged, Role, exactly_one
+from .rewrites import judge_run
+from .source import Found, Source
+
+SCHEDULER = "Scheduler"
+FLAG = "self.use_eagle_block_drop"
+FLAG_0271 = "self.use_eagle = False\n"
+ARM_0271 = """\
+if speculative_config.use_eagle():
+    self.use_eagle = True
+    self.num_lookahead_tokens = self.num_spec_tokens
+"""
+ARM_FIXED = (
+    ARM_0271
+    + f"""\
+    # DFlash and DSpark build a position's draft KV from the target's
+    # hidden state there alone, not from the token after it as EAGLE
+    # does: the last block of a prefix-cache hit is theirs to keep.
+    {FLAG} = not (
+        speculative_config.use_dflash() or speculative_config.use_dspark()
+    )
+"""
+)
+MANAGER_0271 = """\
+self.kv_cache_manager = KVCacheManager(
+    kv_cache_config=kv_cache_config,
+    max_model_len=self.max_model_len,
+    max_in_flight_tokens=vllm_config.max_in_flight_tokens,
+    enable_caching=self.cache_config.enable_prefix_caching,
+    use_eagle=self.use_eagle,
+    log_stats=self.log_stats,
+    enable_kv_cache_events=self.enable_kv_cache_events,
+    dcp_world_size=self.dcp_world_size,
+    pcp_world_size=1,
+    scheduler_block_size=self.block_size,
+    hash_block_size=hash_block_size,
+    metrics_collector=self.kv_metrics_collector,
+    watermark=self.scheduler_config.watermark,
+)
+"""
+BACK_OFF_0271 = """\
+if self.use_eagle:
+    last_cache_position = max(last_cache_position - block_size, 0)
+"""
+
+
+def _fixed(code: str, old: str, new: str) -> str:
+    assert code.count(old) == 1, old
+    return code.replace(old, new)
+
+
+_WHY = (
+    "A DFlash or DSpark draft keeps the last block of a prefix-cache hit, as "
+    "in vLLM 0.33.0: its draft KV at a position depends on the target's "
+    "hidden state alone, so EAGLE's drop only costs hits."
+)
+FLAG_INIT = Hunk(
+    "drop flag",
+    f"{SCHEDULER}.__init__, right after `{FLAG_0271.strip()}`",
+    FLAG_0271,
+    FLAG_0271 + f"{FLAG} = False\n",
+    _WHY,
+)
+DECIDED = Hunk(
+    "drop decided by the method",
+    f"{SCHEDULER}.__init__, the arm `if speculative_config.use_eagle():`",
+    ARM_0271,
+    ARM_FIXED,
+    _WHY,
+)
+MANAGER = Hunk(
+    "KV cache manager",
+    f"{SCHEDULER}.__init__, the `KVCacheManager(...)` it builds",
+    MANAGER_0271,
+    _fixed(MANAGER_0271, "use_eagle=self.use_eagle,", f"use_eagle={FLAG},"),
+    _WHY,
+)
+BACK_OFF = Hunk(
+    "Mamba checkpoint",
+    f"{SCHEDULER}._mamba_block_aligned_split, the one-block back-off",
+    BACK_OFF_0271,
+    _fixed(BACK_OFF_0271, "if self.use_eagle:", f"if {FLAG}:"),
+    _WHY,
+)
+
+
+def _method(cls: Found, name: str) -> Found | Judged:
+    return exactly_one(cls.defs(name), f"one method {SCHEDULER}.{name}")
+
+
+def judge(source: Source) -> dict[str, Judged]:
+    cls = exactly_one(source.module.classes(SCHEDULER), f"one module-level class {SCHEDULER}")
+    if isinstance(cls, Judged):
+        return {h.name: cls for h in (FLAG_INIT, DECIDED, MANAGER, BACK_OFF)}
+    init, split = _method(cls, "__init__"), _method(cls, "_mamba_block_aligned_split")
+
+    def run(method: Found | Judged, hunk: Hunk, what: str, deep: bool) -> Judged:
+        if isinstance(method, Judged):
+            return method
+        return judge_run(source, method, hunk, f"{what} in {SCHEDULER}.{method.name}", deep=deep)
+
+    return {
+        FLAG_INIT.name: run(init, FLAG_INIT, f"`{FLAG_0271.strip()}`", False),
+        DECIDED.name: run(init, DECIDED, "the `if speculative_config.use_eagle():` arm", True),
+        MANAGER.name: run(init, MANAGER, "the `KVCacheManager(...)` built", False),
+        BACK_OFF.name: run(split, BACK_OFF, "the `if self.use_eagle:` back-off", True),
+    }
+
+
+PREFIX_BLOCK_DROP = Edit(
+    "dflash-prefix-block",
+    "vllm/v1/core/sched/scheduler.py",
+    "a DFlash or DSpark draft keeps the last block of a prefix-cache hit, "
+    "as in vLLM 0.33.0",
+    Role.SEAM,
+    (FLAG_INIT, DECIDED, MANAGER, BACK_OFF),
+    judge,
+    writer="prefix_block_drop:PrefixBlockDrop",
+    fix=Fix("", "0.33.0"),
+)
