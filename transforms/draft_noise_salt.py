@@ -43,8 +43,8 @@ which is the draw 0.29.0's `IS_DRAFTING=True` makes, and keeps 0.28.0's
 draw where the fix is not applied.
 
 The fix landed in vLLM 0.29.0 (seen by diffing the 0.28.0 and 0.29.0
-wheels). No pull request is cited: the issue names #54282, which vLLM's
-sources do not mention.
+wheels). Its pull request, #54282, is cited as upstream's history names it; vLLM's
+source distributions do not mention it.
 
 Reverted, each function and statement is 0.27.1's again, and the salt
 goes; if other code in gumbel.py reads it, that is drift.
@@ -483,7 +483,7 @@ def judge_dspark(source: Source) -> dict[str, Judged]:
 
 
 NAME = "draft-noise-salt"
-FIX = Fix("", "0.29.0")
+FIX = Fix("#54282", "0.29.0")
 GUMBEL_STREAMS = Edit(
     NAME,
     "vllm/v1/worker/gpu/sample/gumbel.py",

@@ -33,8 +33,8 @@ DFlash1 draft is a dflash draft too, so DFlash1 users keep the block as
 well, as upstream's DFlash1 users do from 0.33.0 on. KV-offloading
 connectors still drop it for every EAGLE-like method, as 0.27.1 does: they
 then find one block fewer than the scheduler, never a wrong one.
-No pull request is cited: the issue names #53505, which vLLM's sources do
-not mention.
+Its pull request, #53505, is cited as upstream's history names it; vLLM's
+source distributions do not mention it.
 
 Reverted, each statement is 0.27.1's again.
 """
@@ -159,5 +159,5 @@ PREFIX_BLOCK_DROP = Edit(
     (FLAG_INIT, DECIDED, MANAGER, BACK_OFF),
     judge,
     writer="prefix_block_drop:PrefixBlockDrop",
-    fix=Fix("", "0.33.0"),
+    fix=Fix("#53505", "0.33.0"),
 )

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from dflash2_backport.cli import app
 from tests.integration import variants
-from tests.oracle import closure_patched
+from tests.oracle import seed_patched
 from tests.trees import TARGETS, make_site, snapshot
 
 pytestmark = pytest.mark.wheels
@@ -22,11 +22,10 @@ runner = CliRunner()
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """A pristine 0.27.1 site and the spec patcher's result on it, with the
-    upstream fixes."""
+    """A pristine 0.27.1 site and the spec patcher's result on it."""
     scratch = tmp_path_factory.mktemp("reference")
     pristine = make_site("0.27.1", scratch / "pristine")
-    return pristine, closure_patched(pristine, scratch)
+    return pristine, seed_patched(pristine, scratch)
 
 
 def _variant(site: Path, edits: list, strict: bool) -> None:

@@ -25,10 +25,14 @@ runner = CliRunner()
 #: (upstream PR or None, first release, or "unreleased").
 FIXES = {
     "draft-max-position": ("#57941", "0.33.0"),
-    "compile-cache-key": (None, "unreleased"),
+    "compile-cache-key": ("#53366", "unreleased"),
     "refuse-quant-draft": (None, "0.33.0"),
     "refuse-vocab-draft": (None, "0.34.0"),
     "refuse-speculators": (None, "0.29.0"),
+    "dflash-input-guards": ("#51538", "0.28.0"),
+    "draft-aot-schedule": ("#54374", "0.30.0"),
+    "draft-noise-salt": ("#54282", "0.29.0"),
+    "dflash-prefix-block": ("#53505", "0.33.0"),
 }
 PR_EDITS = {
     "causality", "subclass-seams", "registry", "vocab-parallel-topk", "gumbel",
@@ -38,6 +42,9 @@ PR_EDITS = {
 FIX_ONLY_FILES = {
     "vllm/config/speculative.py",
     "vllm/transformers_utils/configs/speculators/base.py",
+    "vllm/v1/core/sched/scheduler.py",
+    "vllm/v1/worker/gpu/spec_decode/dflash/speculator.py",
+    "vllm/v1/worker/gpu/spec_decode/dspark/speculator.py",
 }
 
 
@@ -99,11 +106,11 @@ def test_check_says_in_one_line_which_set_a_tree_holds(site: Path) -> None:
         "pending: this tree holds the DFlash2 PR's edits alone, as `apply --only-pr` "
         "leaves it; `dflash2-backport apply --site-packages "
     )
-    assert summary.endswith("adds 5 upstream fixes in 3 files")
+    assert summary.endswith("adds 9 upstream fixes in 8 files")
     code, output = run("check", "--only-pr", *target)
     assert code == 0, output
     assert output.splitlines()[-1].startswith(
-        "nothing to do: the DFlash2 PR's 7 edits are applied, none of the 5 upstream fixes"
+        "nothing to do: the DFlash2 PR's 7 edits are applied, none of the 9 upstream fixes"
     )
 
     run("apply", *target)
@@ -115,7 +122,7 @@ def test_check_says_in_one_line_which_set_a_tree_holds(site: Path) -> None:
     assert summary.startswith("pending: this tree holds the upstream fixes beside")
     code, output = run("check", *target)
     assert code == 0
-    assert "all 12 edits are applied (the DFlash2 PR's 7 and 5 upstream fixes)" in output
+    assert "all 16 edits are applied (the DFlash2 PR's 7 and 9 upstream fixes)" in output
 
 
 def test_check_only_pr_on_a_pristine_tree_hints_apply_only_pr(site: Path) -> None:
@@ -149,7 +156,7 @@ def test_the_report_and_explain_say_where_upstream_has_a_fix(site: Path) -> None
     lines = [line for line in output.splitlines() if " draft-max-position " in line]
     assert len(lines) == 2
     assert all(line.endswith("(fix #57941, upstream 0.33.0)") for line in lines)
-    assert any(line.endswith("(fix, not yet upstream)") for line in output.splitlines())
+    assert any(line.endswith("(fix #53366, not yet upstream)") for line in output.splitlines())
     code, output = run("--explain", "draft-max-position")
     assert code == 0
     assert "  set: an upstream fix (upstream #57941, first in vLLM 0.33.0)" in output
@@ -166,12 +173,13 @@ def test_only_pr_takes_the_fixes_out_callers_first(site: Path) -> None:
     assert paths.index("vllm/config/speculative.py") < paths.index("vllm/config/vllm.py")
     run("apply", "--site-packages", str(site))
     paths = [c.path for c in make_plan(site, True, edit_set=EditSet.PR).changes]
-    # ...and taken out before it.
-    assert paths == [
+    # ...and taken out before it; every file a fix touches is rewritten.
+    assert paths.index("vllm/config/vllm.py") < paths.index("vllm/config/speculative.py")
+    assert set(paths) == FIX_ONLY_FILES | {
         "vllm/config/vllm.py",
-        "vllm/transformers_utils/configs/speculators/base.py",
-        "vllm/config/speculative.py",
-    ]
+        "vllm/v1/worker/gpu/sample/gumbel.py",
+        "vllm/v1/worker/gpu/spec_decode/speculator.py",
+    }
 
 
 def test_the_verdict_cache_keeps_the_sets_apart(site: Path, tmp_path: Path, monkeypatch) -> None:

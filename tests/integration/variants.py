@@ -27,6 +27,9 @@ CFG = "vllm/config/vllm.py"
 SPEC = "vllm/v1/worker/gpu/spec_decode/speculator.py"
 SPECULATIVE = "vllm/config/speculative.py"
 SPECULATORS = "vllm/transformers_utils/configs/speculators/base.py"
+DFL = "vllm/v1/worker/gpu/spec_decode/dflash/speculator.py"
+DSP = "vllm/v1/worker/gpu/spec_decode/dspark/speculator.py"
+SCHED = "vllm/v1/core/sched/scheduler.py"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,6 +185,27 @@ def cosmetic(pristine: Path) -> dict[str, list]:
                     "        if speculators_model_type not in SUPPORTED_SPECULATORS_TYPES:\n"),
             Replace(SPECULATORS, "        return result\n",
                     "\n        return result  # vLLM's own fields\n"),
+            Replace(DFL, "    ctx_slot = ctx_block_id * block_size + (ctx_pos % block_size)\n",
+                    "    # the slot the draft's KV goes to\n"
+                    "    ctx_slot = (\n        ctx_block_id * block_size + (ctx_pos % block_size)\n    )\n"),
+            Replace(DFL, "from vllm.v1.kv_cache_interface import KVCacheConfig\n",
+                    "from vllm.v1.kv_cache_interface import (\n    KVCacheConfig,  # the draft's groups\n)\n"),
+            Replace(DFL, "            target_attn_groups,\n        )\n\n        self.draft_kv_cache_group_ids",
+                    "            target_attn_groups,\n        )  # builds the draft's groups\n\n\n"
+                    "        self.draft_kv_cache_group_ids"),
+            Replace(GUM, "    is_valid_req = req_state_idx >= 0\n",
+                    "    is_valid_req = (req_state_idx >= 0)  # padded rows are -1\n"),
+            Replace(SPEC, "                positions + 1,\n                apply_temperature=True,\n"
+                    "                output_processed_logits=draft_logits,\n",
+                    "                positions + 1,  # the target's positions\n"
+                    "                apply_temperature=True,\n"
+                    "                output_processed_logits=draft_logits,\n"),
+            Replace(DSP, "                    sample_pos[:, i] - 1,\n",
+                    "                    sample_pos[:, i] - 1,  # the anchor's position\n"),
+            Replace(SCHED, "        self.use_eagle = False\n",
+                    "        # EAGLE-like drafts\n        self.use_eagle = False  # set below\n"),
+            Replace(SCHED, "        if self.use_eagle:\n            last_cache_position = max(",
+                    "        if (self.use_eagle):  # one block back\n            last_cache_position = max("),
         ],
         "a comment that mentions DFlash2DraftModel": [
             Replace(REG, '    "DFlashDraftModel": ("qwen3_dflash", "DFlashQwen3ForCausalLM"),\n',
@@ -295,6 +319,39 @@ SEMANTIC: dict[str, tuple[str, list[Replace]]] = {
                 "@triton.jit\ndef gumbel_noised_argmax(logits, keys, mask, seed, pos, temp):\n"
                 "    return tl.max(logits, axis=0, return_indices=True)\n\n\n"
                 "@triton.jit\ndef gumbel_block_argmax("),
+    ]),
+    "the prepare-inputs kernel slots by another formula": ("dflash-input-guards", [
+        Replace(DFL, "    ctx_slot = ctx_block_id * block_size + (ctx_pos % block_size)\n",
+                "    ctx_slot = ctx_block_id * block_size + ctx_pos\n"),
+    ]),
+    "the prepare-inputs kernel stores seq_lens otherwise": ("dflash-input-guards", [
+        Replace(DFL, "tl.store(out_seq_lens_ptr + req_idx, last_valid_pos + 1 + num_query_per_req)",
+                "tl.store(out_seq_lens_ptr + req_idx, last_valid_pos + num_query_per_req)"),
+    ]),
+    "set_attn no longer calls the base class": ("draft-aot-schedule", [
+        Replace(DFL, "        super().set_attn(\n            model_state,\n",
+                "        DraftModelSpeculator.set_attn(\n            self,\n            model_state,\n"),
+    ]),
+    "gumbel_block_argmax scales by temperature otherwise": ("draft-noise-salt", [
+        Replace(GUM, "        logits = logits / temp\n", "        logits = logits * temp\n"),
+    ]),
+    "the draft model samples at other positions": ("draft-noise-salt", [
+        Replace(SPEC, "                positions + 1,\n                apply_temperature=True,\n"
+                "                output_processed_logits=draft_logits,\n",
+                "                positions,\n                apply_temperature=True,\n"
+                "                output_processed_logits=draft_logits,\n"),
+    ]),
+    "dspark samples without temperature": ("draft-noise-salt", [
+        Replace(DSP, "                    sample_pos[:, i] - 1,\n                    apply_temperature=True,\n",
+                "                    sample_pos[:, i] - 1,\n                    apply_temperature=False,\n"),
+    ]),
+    "the KV cache manager told use_eagle otherwise": ("dflash-prefix-block", [
+        Replace(SCHED, "            use_eagle=self.use_eagle,\n            log_stats=self.log_stats,\n",
+                "            use_eagle=False,\n            log_stats=self.log_stats,\n"),
+    ]),
+    "the Mamba back-off keyed on something else": ("dflash-prefix-block", [
+        Replace(SCHED, "        if self.use_eagle:\n            last_cache_position = max(",
+                "        if self.use_eagle and block_size > 1:\n            last_cache_position = max("),
     ]),
 }
 
