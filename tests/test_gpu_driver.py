@@ -170,7 +170,7 @@ def test_what_became_of_an_engine(result, state):
 
 def test_a_log_tail_keeps_the_last_lines_that_say_something():
     log = "start\n  File 'x', line 1\n    call()\n    ^^^^\n\nRuntimeError: boom\n\n"
-    assert driver.log_tail(log, 2) == "call() | RuntimeError: boom"
+    assert driver.log_tail(log, 2) == "start | RuntimeError: boom"
 
 
 @pytest.mark.parametrize("metadata, version", [

@@ -143,6 +143,7 @@ CLOSURE_CONFIGS = [
 ]
 PRESETS = {"default": CHECK_CONFIGS, "closure": CLOSURE_CONFIGS}
 THROUGHPUT_CONFIGS = ["tput_base", "tput_dflash2", "tput_up_base", "tput_up_dflash2"]
+CUDA_FAULT = re.compile(r"illegal memory access|CUDA error|device-side assert")
 # NVLink multicast can take a shared host's GPUs out of service: off everywhere.
 NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
                 "NVSHMEM_DISABLE_NVLS": "1", "VLLM_ALLREDUCE_USE_SYMM_MEM": "0"}
@@ -351,6 +352,12 @@ def run_engine(name: str, models_by_shape: dict, result_path: Path) -> None:
 
             result["errors"][key] = traceback.format_exc()[-2000:]
             print(result["errors"][key], flush=True)
+            if CUDA_FAULT.search(result["errors"][key]):
+                # The context is lost: every later phase would fail the same
+                # way, and the process may hang on its way out.
+                result_path.write_text(json.dumps(result))
+                print(f"[{name}] CUDA fault in phase {key}: stopping", flush=True)
+                os._exit(3)
         result_path.write_text(json.dumps(result))
 
     phase("count_drafts_in_workers", lambda: llm.collective_rpc(_worker_count_drafts))
@@ -728,8 +735,7 @@ def outcome(result: dict) -> tuple[str, str]:
     text = "\n".join(str(v) for v in errors.values())
     lines = [line for line in text.strip().splitlines() if line.strip()]
     tail = " | ".join(lines[-3:])
-    if re.search(r"illegal memory access|CUDA error|device-side assert|"
-                 r"exit -\d+|signal", text):
+    if CUDA_FAULT.search(text) or re.search(r"exit -\d+|signal", text):
         return "crashed", tail
     if "startup" in errors:
         return "refused", tail
@@ -1051,9 +1057,10 @@ def _engine_env(base_env: dict, tree: str, trees: dict, site: str, out: Path,
 
 
 def log_tail(text: str, lines: int = 4) -> str:
-    """The last lines of a log that say something (no blank or bare frame lines)."""
+    """The last lines of a log that say something: a traceback's frames and
+    code lines are indented, its exception and the engine's log lines not."""
     kept = [line.strip() for line in text.splitlines()
-            if line.strip() and not line.strip().startswith(("^", "~"))]
+            if line.strip() and not line[:1].isspace()]
     return " | ".join(kept[-lines:])
 
 
