@@ -1,9 +1,11 @@
 """End-to-end DFlash2 check of the patched vLLM 0.27.1 engine on a CUDA GPU,
-beside upstream vLLM 0.28.0.
+beside 0.27.1 patched with the DFlash2 PR's edits alone, upstream vLLM 0.28.0
+and the newest upstream release.
 
     python3 scripts/gpu/driver.py run --out DIR [--phases check,serve,throughput]
                                       [--configs a,b,...] [--tp N] [--reuse]
     python3 scripts/gpu/driver.py models --out DIR [--shapes tiny,prod]
+    python3 scripts/gpu/driver.py plan --out DIR [--configs closure]
 
 `run` writes random checkpoints (safetensors, the upstream layout) - a Qwen3
 target, a DFlash2 draft and a DFlash1 draft, at two shapes: `tiny` (hidden
@@ -22,10 +24,20 @@ check       one engine per configuration, each in its own process, all at once
      (chi-square test of homogeneity, pass when every p-value > 0.001);
   4. the speculative-decoding counters (drafts, draft tokens, accepted);
   5. 2-4 again with CUDA graphs (no enforce_eager), and at the prod shape;
-  6. upstream 0.28.0 against the patched 0.27.1, configuration by
-     configuration: the same greedy tokens, the same token for every seeded
-     sampled request at each temperature, the same counters per phase;
-  7. with --tp N: the same engines at tensor_parallel_size N (target and
+  6. twins on two trees, configuration by configuration: the same greedy
+     tokens, the same token for every seeded sampled request at each
+     temperature, the same counters per phase; judged for 0.27.1 with the PR
+     alone against 0.28.0 (pr_X == up_X) and for the closure against the
+     newest upstream (X == new_X); 0.28.0 against the closure (up_X == X)
+     too, reported instead where a fix changes the result (TWIN_COMPARISONS);
+  7. the variants (VARIANTS): an all-sliding-window draft (window 16) on
+     prompts of 48 to 200 tokens, a draft whose max_position_embeddings (256)
+     is below the target's max_model_len (2048) on prompts of 300 to 700
+     tokens, probabilistic drafting with a draft that spreads over its
+     candidates; each against a base run of the same inputs. A tree known to
+     lack a fix (EXPECTED_TO_FAIL) has its outcome reported: completed,
+     refused at start, or crashed with the error's last lines;
+  8. with --tp N: the same engines at tensor_parallel_size N (target and
      draft), through vLLM's multiprocess executor, against the TP 1 ones.
 serve       `vllm serve` of the patched 0.27.1 (engine core in its own process)
             with the DFlash2 draft: its greedy completions over HTTP equal the
@@ -36,7 +48,9 @@ throughput  each engine alone on the GPU, warmed up, on a full batch at the
             judged figure is DFlash2's speedup on 0.27.1 against 0.28.0's.
 
 Each vLLM version runs in its own processes, with its own tree first on
-PYTHONPATH (--tree-0271, --tree-0280; the wheels in --site serve both).
+PYTHONPATH (--tree-0271, --tree-0271pr, --tree-0280, --tree-new; the wheels
+in --site serve all). `--configs closure` runs the plain base and DFlash2
+engines, eager and graph, on all four trees and every variant (31 engines).
 Every engine writes its result file as it goes; a failed phase or engine is
 reported and the rest still run. Exit status 0 when every check passes; DIR
 gets summary.json and one log and one result per engine.
@@ -1248,6 +1262,10 @@ def main() -> int:
     models = sub.add_parser("models", help="only write the checkpoints")
     models.add_argument("--out", type=Path, required=True)
     models.add_argument("--shapes", default="tiny")
+    plan = sub.add_parser("plan", help="write the tiny checkpoints and print each "
+                                       "configuration's engine arguments (no vLLM)")
+    plan.add_argument("--out", type=Path, required=True)
+    plan.add_argument("--configs", default="default")
     engine = sub.add_parser("engine", help=argparse.SUPPRESS)
     engine.add_argument("--name", required=True)
     engine.add_argument("--models", type=Path, required=True)
@@ -1261,6 +1279,13 @@ def main() -> int:
     if args.command == "models":
         print(json.dumps({shape: write_models(args.out, shape)
                           for shape in args.shapes.split(",")}, indent=1))
+        return 0
+    if args.command == "plan":
+        names = config_names(args.configs)
+        shapes = {config_of(n)["shape"] for n in names}
+        models = {shape: write_models(args.out, shape) for shape in sorted(shapes)}
+        print(json.dumps({n: engine_kwargs(config_of(n), models[config_of(n)["shape"]])
+                          for n in names}, indent=1))
         return 0
     if args.command == "engine":
         run_engine(args.name, json.loads(args.models.read_text()), args.result)
