@@ -100,11 +100,15 @@ def test_every_configuration_of_the_closure_preset_builds():
     ("closure,base_eager", None),
     ("base_eager,dflash2_eager,base_eager", ["base_eager", "dflash2_eager"]),
     ("", []),
+    ("closure-variants,closure-plain,closure", "closure, reordered"),
 ])
 def test_presets_and_names_mix_and_each_runs_once(spec, names):
     got = driver.config_names(spec)
     if names is None:
         assert got == driver.CLOSURE_CONFIGS
+    elif names == "closure, reordered":
+        assert sorted(got) == sorted(driver.CLOSURE_CONFIGS)
+        assert len(got) == len(driver.CLOSURE_CONFIGS) == 31
     else:
         assert got == names
 

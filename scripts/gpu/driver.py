@@ -143,11 +143,12 @@ CHECK_CONFIGS = [
 TP_CONFIGS = ["base_eager", "dflash2_eager", "base_graph", "dflash2_graph",
               "up_base_eager", "up_dflash2_eager", "up_dflash2_graph"]
 # One device call: the plain eager and graph engines on all four trees, and the
-# variants with their base runs (`--configs closure`).
-CLOSURE_CONFIGS = [
+# variants with their base runs (`--configs closure`); or two, a part each.
+CLOSURE_PLAIN = [
     f"{prefix}{kind}_{mode}" for prefix in TREES.values()
     for kind in ("base", "dflash2") for mode in ("eager", "graph")
-] + [
+]
+CLOSURE_VARIANTS = [
     "base_swa_graph", "base_swa_eager", "dflash2_swa_graph", "dflash2_swa_eager", "pr_dflash2_swa_graph",
     "up_dflash2_swa_graph", "new_dflash2_swa_graph",
     "base_longctx_graph", "dflash2_longctx_graph", "pr_dflash2_longctx_graph",
@@ -155,7 +156,9 @@ CLOSURE_CONFIGS = [
     "base_prob_graph", "dflash2_prob_graph", "pr_dflash2_prob_graph",
     "new_dflash2_prob_graph",
 ]
-PRESETS = {"default": CHECK_CONFIGS, "closure": CLOSURE_CONFIGS}
+CLOSURE_CONFIGS = CLOSURE_PLAIN + CLOSURE_VARIANTS
+PRESETS = {"default": CHECK_CONFIGS, "closure": CLOSURE_CONFIGS,
+           "closure-plain": CLOSURE_PLAIN, "closure-variants": CLOSURE_VARIANTS}
 THROUGHPUT_CONFIGS = ["tput_base", "tput_dflash2", "tput_up_base", "tput_up_dflash2"]
 CUDA_FAULT = re.compile(r"illegal memory access|CUDA error|device-side assert")
 # NVLink multicast can take a shared host's GPUs out of service: off everywhere.
