@@ -331,3 +331,116 @@ def test_the_plain_prompts_stay_as_they_were(tiny):
     plain = {k: prompts[k] for k in ("greedy", "sampled", "bench")}
     digest = hashlib.sha256(json.dumps(plain, sort_keys=True).encode()).hexdigest()
     assert digest == "1e5a8e342d5eb1a4c1c93c8d3732ac7c2e114d42f73640fe55376b71b9d9febc"
+
+
+# --------------------------------------------------------------------------
+# The orchestrator, with a stand-in for vLLM in each tree
+# --------------------------------------------------------------------------
+
+FAKE_VLLM = {
+    "vllm/__init__.py": '''
+__version__ = "0.27.1"
+import os
+from types import SimpleNamespace
+
+from vllm.model_executor.models import qwen3_dflash2  # noqa: F401
+from vllm.v1.worker.gpu.model_runner import GPUModelRunner
+from vllm.v1.worker.gpu.spec_decode.dflash2.speculator import DFlash2Speculator
+
+FAULT = os.environ.get("FAKE_VLLM_FAULT", "")
+
+
+class SamplingParams:
+    def __init__(self, **kwargs):
+        self.__dict__.update(kwargs)
+
+
+class LLM:
+    def __init__(self, **kwargs):
+        if FAULT == "refuse":
+            raise ValueError("max_model_len 2048 is longer than the draft's 256")
+        self.llm_engine = SimpleNamespace(
+            vllm_config=SimpleNamespace(use_v2_model_runner=True))
+        self.draft = kwargs.get("speculative_config")
+        self.parts = [GPUModelRunner()] + ([DFlash2Speculator()] if self.draft else [])
+        self.steps = 0
+
+    def generate(self, prompts, params, use_tqdm=False):
+        if FAULT == "crash":
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        params = params if isinstance(params, list) else [params] * len(prompts)
+        self.steps += len(prompts)
+        return [SimpleNamespace(outputs=[SimpleNamespace(token_ids=[
+                    (sum(p["prompt_token_ids"]) + getattr(q, "seed", 0) + i) % 1000
+                    for i in range(q.max_tokens)])])
+                for p, q in zip(prompts, params)]
+
+    def collective_rpc(self, method):
+        return [method(None)]
+
+    def get_metrics(self):
+        if not self.draft:
+            return []
+        return [SimpleNamespace(name="vllm:spec_decode_num_drafts", value=self.steps),
+                SimpleNamespace(name="vllm:spec_decode_num_draft_tokens",
+                                value=3 * self.steps),
+                SimpleNamespace(name="vllm:spec_decode_num_accepted_tokens",
+                                value=self.steps)]
+''',
+    "vllm/model_executor/__init__.py": "",
+    "vllm/model_executor/models/__init__.py": "",
+    "vllm/model_executor/models/qwen3_dflash2.py": "# written by dflash2-backport\n",
+    "vllm/v1/__init__.py": "",
+    "vllm/v1/worker/__init__.py": "",
+    "vllm/v1/worker/gpu/__init__.py": "",
+    "vllm/v1/worker/gpu/model_runner.py": "class GPUModelRunner:\n    pass\n",
+    "vllm/v1/worker/gpu/spec_decode/__init__.py": "",
+    "vllm/v1/worker/gpu/spec_decode/dflash/__init__.py": "",
+    "vllm/v1/worker/gpu/spec_decode/dflash/speculator.py": (
+        "class DFlashSpeculator:\n    def _generate_draft(self):\n        pass\n"),
+    "vllm/v1/worker/gpu/spec_decode/dflash2/__init__.py": "",
+    "vllm/v1/worker/gpu/spec_decode/dflash2/speculator.py": (
+        "# written by dflash2-backport\n"
+        "from vllm.v1.worker.gpu.spec_decode.dflash.speculator import DFlashSpeculator\n"
+        "class DFlash2Speculator(DFlashSpeculator):\n    pass\n"),
+}
+
+
+def _fake_tree(root: Path) -> str:
+    for name, text in FAKE_VLLM.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text.lstrip("\n"))
+    return str(root)
+
+
+@pytest.mark.parametrize("fault, state", [("crash", "crashed"), ("refuse", "refused")])
+def test_an_engine_that_dies_is_its_configurations_result_and_the_run_goes_on(
+        tmp_path, monkeypatch, fault, state):
+    # The only-pr tree's engine dies; the closure's run on and are judged.
+    closure = _fake_tree(tmp_path / "closure")
+    only_pr = _fake_tree(tmp_path / "only-pr")
+    (Path(only_pr) / "sitecustomize.py").write_text(
+        f"import os\nos.environ['FAKE_VLLM_FAULT'] = {fault!r}\n")
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    out = tmp_path / "run"
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gpu" / "driver.py"), "run",
+         "--out", str(out), "--phases", "check", "--timeout", "120",
+         "--configs", "base_longctx_graph,dflash2_longctx_graph,pr_dflash2_longctx_graph",
+         "--tree-0271", closure, "--tree-0271pr", only_pr,
+         "--tree-0280", str(tmp_path / "none"), "--tree-new", str(tmp_path / "none"),
+         "--site", str(tmp_path / "site")],
+        capture_output=True, text=True, timeout=300)
+    checks = json.loads((out / "summary.json").read_text())["checks"]
+    assert done.returncode == 0, done.stdout[-3000:]
+    reported = checks[f"pr_dflash2_longctx_graph: {state} (info)"]["figure"]
+    assert ("illegal memory access" if fault == "crash" else "ValueError") in reported
+    assert checks["greedy dflash2_longctx_graph == base_longctx_graph"]["pass"]
+    assert checks["dflash2_longctx_graph: runner and speculator"]["pass"]
+    if fault == "crash":
+        # A CUDA fault ends the engine at once, its result saved.
+        seen = json.loads((out / "pr_dflash2_longctx_graph.json").read_text())
+        assert set(seen["errors"]) == {"greedy", "process"}

@@ -750,8 +750,7 @@ def outcome(result: dict) -> tuple[str, str]:
     if not errors:
         return "completed", "every phase ran"
     text = "\n".join(str(v) for v in errors.values())
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    tail = " | ".join(lines[-3:])
+    tail = log_tail(text, 3)
     if CUDA_FAULT.search(text) or re.search(r"exit -\d+|signal", text):
         return "crashed", tail
     if "startup" in errors:
