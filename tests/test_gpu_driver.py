@@ -443,4 +443,7 @@ def test_an_engine_that_dies_is_its_configurations_result_and_the_run_goes_on(
     if fault == "crash":
         # A CUDA fault ends the engine at once, its result saved.
         seen = json.loads((out / "pr_dflash2_longctx_graph.json").read_text())
-        assert set(seen["errors"]) == {"greedy", "process"}
+        log = (out / "pr_dflash2_longctx_graph.log").read_text()
+        assert set(seen["errors"]) == {"greedy"}
+        assert "CUDA fault in phase greedy" in log and "] done" not in log
+        assert "exit 3" in reported
