@@ -855,8 +855,6 @@ def summarize(results: dict) -> tuple[dict, bool]:
                   f"draft_calls={r.get('draft_calls')} "
                   f"modules_from_this_tool={ours} startup={r.get('startup_s')}s")
         for key, trace in r.get("errors", {}).items():
-            if known_failure[name] and r.get("variant") == "longctx":
-                continue
             check(f"{name}: {key} phase", False, trace.strip().splitlines()[-1])
 
     prefixes = sorted({_split(n)[0] for n in engines if not n.startswith("tput_")})
