@@ -144,7 +144,7 @@ def test_twins_pair_pr_with_upstream_and_the_closure_with_the_newest():
         ("pr_dflash2_swa_graph", "up_dflash2_swa_graph"): False,
         ("dflash2_graph", "new_dflash2_graph"): True,
         ("up_dflash2_graph", "dflash2_graph"): True,
-        ("up_dflash2_swa_graph", "dflash2_swa_graph"): True,
+        ("up_dflash2_swa_graph", "dflash2_swa_graph"): False,
         ("up_dflash2_prob_graph", "dflash2_prob_graph"): False,
         ("tp2_up_base_eager", "tp2_base_eager"): True,
     }

@@ -729,7 +729,10 @@ TWIN_COMPARISONS = {
         "prob": "the closure salts the draft's noise (#54282), 0.28.0 does not: the "
                 "seeded sampled tokens differ",
         "longctx": "the closure raises the draft's max_position_embeddings (#57941), "
-                   "0.28.0 does not"},
+                   "0.28.0 does not",
+        "swa": "the closure keeps the last block of a prefix-cache hit for a DFlash "
+               "draft (#53505), 0.28.0 drops it: the sampled prompt, repeated, is "
+               "prefilled from other hits"},
 }
 
 
