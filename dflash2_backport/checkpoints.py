@@ -11,6 +11,15 @@ library); scripts/gpu/driver.py writes both shapes for its runs.
     prod  Qwen3-1.7B's widths and Qwen3's 151936-token vocab, 2 layers; a
           DFlash2 draft with block 8 (7 draft positions), top-k 16, rank 32
 
+At the tiny shape three more DFlash2 drafts vary one thing each (DRAFT_VARIANTS):
+`dflash2_swa` has every layer `sliding_attention` with a window of 16 (the
+flagship drafts are all sliding-window), `dflash2_short` a
+`max_position_embeddings` of 256, far below the target's 2048, and
+`dflash2_spread` a weak selector, so that its walk spreads over the
+candidates instead of nearly always taking the cycle successor (a draft
+that is nearly deterministic gives probabilistic drafting no noise to
+couple with verification's).
+
 The weights are random at the scale of a trained model's (unit-RMS
 activations), except that the target is close to a bigram model whose greedy
 successor of each of four "cycle" tokens is the next cycle token, the mask
@@ -49,10 +58,32 @@ CYCLE = [100, 101, 102, 103]
 GAMMA = 1.0    # spread of every other logit
 RESIDUAL = 0.3  # scale of each sublayer's output against the unit-RMS stream
 SELECTOR_GAIN = 20.0
+# The successor then scores about 0.6 above the other cycle tokens: at T 0.7
+# the walk takes it about 45% of the time, below the target's ~72%, which is
+# where drafting with verification's noise biases the output most
+# (scripts/gpu/prob_power.py).
+SPREAD_SELECTOR_GAIN = 0.6
+SLIDING_WINDOW = 16
+SHORT_MAX_POSITIONS = 256
+
+# name: (the draft kind whose weights it has, config changes, selector gain).
+DRAFT_VARIANTS = {
+    "dflash2_swa": ("dflash2", {"layer_types": "sliding_attention",
+                                "sliding_window": SLIDING_WINDOW}, SELECTOR_GAIN),
+    "dflash2_short": ("dflash2", {"max_position_embeddings": SHORT_MAX_POSITIONS},
+                      SELECTOR_GAIN),
+    "dflash2_spread": ("dflash2", {}, SPREAD_SELECTOR_GAIN),
+}
 
 # prompts.json: greedy prompts of 3 to 120 tokens (half end on a cycle
-# token), one sampled prompt, and a batch for throughput runs.
+# token), one sampled prompt, and a batch for throughput runs; for the
+# sliding-window draft, greedy prompts of 48 to 200 tokens and a sampled one
+# of 64, all well past its window; for the short draft, prompts of 300 to 700
+# tokens, past its max_position_embeddings.
 GREEDY_PROMPTS = 24
+SWA_PROMPTS = (12, 48, 200)
+SWA_SAMPLED_PROMPT = 64
+LONG_PROMPTS = (8, 300, 700)
 BENCH_BATCH = 128
 BENCH_PROMPT = 64
 
@@ -109,6 +140,13 @@ def target_config(s: dict) -> dict:
 
 
 def draft_config(kind: str, s: dict) -> dict:
+    if kind in DRAFT_VARIANTS:
+        base, changes, _ = DRAFT_VARIANTS[kind]
+        config = draft_config(base, s)
+        for key, value in changes.items():
+            config[key] = ([value] * s["draft_layers"] if key == "layer_types"
+                           else value)
+        return config
     dflash = {"mask_token_id": s["mask_token"], "target_layer_ids": [0, 1]}
     config = {**_config_common(s), "num_hidden_layers": s["draft_layers"],
               "block_size": s["block_size"]}
@@ -184,7 +222,7 @@ def target_weights(seed: int, s: dict, fast: bool = False):
 
 
 def draft_weights(kind: str, mask_dir: np.ndarray, seed: int, s: dict,
-                  fast: bool = False) -> dict[str, np.ndarray]:
+                  fast: bool = False, gain: float = SELECTOR_GAIN) -> dict[str, np.ndarray]:
     """Upstream layout: no `model.` prefix, no embed_tokens or lm_head (shared)."""
     w = _Weights(seed, fast)
     hidden, vocab, rank, taps = s["hidden"], s["vocab"], s["rank"], s["taps"]
@@ -210,7 +248,7 @@ def draft_weights(kind: str, mask_dir: np.ndarray, seed: int, s: dict,
         successor = w.normal((vocab, rank), 0.1)
         for i, token in enumerate(CYCLE):
             predecessor[token] = 0.0
-            predecessor[token, i] = SELECTOR_GAIN
+            predecessor[token, i] = gain
             successor[CYCLE[(i + 1) % len(CYCLE)]] = 0.0
             successor[CYCLE[(i + 1) % len(CYCLE)], i] = 1.0
         # The projected hidden state is ~1 in every rank at a mask slot.
@@ -228,28 +266,42 @@ def prompts(seed: int, s: dict) -> dict[str, list]:
     rng = np.random.default_rng(seed)
     excluded = set(CYCLE) | {s["mask_token"]}
     pool = np.array([t for t in range(3, min(s["vocab"], 32768)) if t not in excluded])
-    lengths = np.linspace(3, 120, GREEDY_PROMPTS).astype(int)
-    greedy = []
-    for i, length in enumerate(lengths):
-        tokens = rng.choice(pool, size=int(length)).tolist()
-        if i % 2 == 0:  # half end on a cycle token: drafts there are accepted
-            tokens[-1] = CYCLE[i // 2 % len(CYCLE)]
-        greedy.append(tokens)
+    # Half end on a cycle token: drafts there are accepted.
+    greedy = _ending_on_cycle(rng, pool, np.linspace(3, 120, GREEDY_PROMPTS).astype(int))
     sampled = rng.choice(pool, size=12).tolist()
     sampled[-1] = CYCLE[0]
-    bench = []
-    for i in range(BENCH_BATCH):
-        tokens = rng.choice(pool, size=BENCH_PROMPT).tolist()
+    bench = _ending_on_cycle(rng, pool, [BENCH_PROMPT] * BENCH_BATCH)
+    found = {"greedy": greedy, "sampled": sampled, "bench": bench}
+    if s["vocab"] <= 32768:
+        # A stream of their own, so that the prompts above stay as they were.
+        found.update(long_prompts(np.random.default_rng(seed + 7919), pool))
+    return found
+
+
+def _ending_on_cycle(rng, pool, lengths) -> list[list[int]]:
+    found = []
+    for i, length in enumerate(lengths):
+        tokens = rng.choice(pool, size=int(length)).tolist()
         if i % 2 == 0:
             tokens[-1] = CYCLE[i // 2 % len(CYCLE)]
-        bench.append(tokens)
-    return {"greedy": greedy, "sampled": sampled, "bench": bench}
+        found.append(tokens)
+    return found
+
+
+def long_prompts(rng, pool) -> dict[str, list]:
+    swa = np.linspace(*SWA_PROMPTS[1:], SWA_PROMPTS[0]).astype(int)
+    sampled = rng.choice(pool, size=SWA_SAMPLED_PROMPT).tolist()
+    sampled[-1] = CYCLE[0]
+    long = np.linspace(*LONG_PROMPTS[1:], LONG_PROMPTS[0]).astype(int)
+    return {"greedy_swa": _ending_on_cycle(rng, pool, swa), "sampled_swa": sampled,
+            "greedy_longctx": _ending_on_cycle(rng, pool, long)}
 
 
 def write_models(out: Path, shape: str = "tiny", seed: int = 0,
                  drafts: tuple[str, ...] | None = None) -> dict[str, str]:
     """The checkpoints of one shape under out/shape: the target, and each of
-    `drafts` (default: DFlash2, and DFlash1 at the tiny shape)."""
+    `drafts` (default: DFlash2, and at the tiny shape DFlash1 and the
+    DRAFT_VARIANTS)."""
     s = SHAPES[shape]
     fast = shape != "tiny"
     root = out / shape
@@ -257,12 +309,15 @@ def write_models(out: Path, shape: str = "tiny", seed: int = 0,
     target, mask_dir = target_weights(seed, s, fast)
     models = {"target": (target_config(s), target)}
     if drafts is None:
-        drafts = ("dflash2", "dflash1") if shape == "tiny" else ("dflash2",)
-    # Each kind keeps its seed whichever others are written.
-    kinds = [(kind, {"dflash2": 1, "dflash1": 2}[kind]) for kind in drafts]
-    for kind, offset in kinds:
-        models[kind] = (draft_config(kind, s), draft_weights(kind, mask_dir, seed + offset,
-                                                              s, fast))
+        drafts = (("dflash2", "dflash1", *DRAFT_VARIANTS) if shape == "tiny"
+                  else ("dflash2",))
+    # Each kind keeps its seed whichever others are written; a variant has
+    # its base kind's.
+    seeds = {"dflash2": 1, "dflash1": 2}
+    for kind in drafts:
+        base, _, gain = DRAFT_VARIANTS.get(kind, (kind, None, SELECTOR_GAIN))
+        models[kind] = (draft_config(kind, s), draft_weights(
+            base, mask_dir, seed + seeds[base], s, fast, gain))
     for name, (config, tensors) in models.items():
         directory = root / name
         directory.mkdir(parents=True, exist_ok=True)
