@@ -183,8 +183,13 @@ def run(args) -> dict:
     walk(upstream, batch, temps, seeds, up_tokens, up_realized, probabilistic=False)
     checks["greedy_walk_equals_upstream"] = bool(torch.equal(tokens, up_tokens))
 
-    # Sampled: every draw equals 0.27.1's own sampler keyed at Q-1.
+    # Sampled: every draw equals 0.27.1's own sampler keyed at Q-1, moved by
+    # the draft's salt where gumbel.py has one (the draft-noise-salt fix);
+    # upstream's walk is 0.28.0's, which makes that draw at the salted positions.
     arange = torch.arange(R, device=device)
+    salt = getattr(gumbel, "_DRAFT_NOISE_SALT", 0)
+    salt = int(getattr(salt, "value", salt))
+    salted = dict(batch, sample_pos=batch["sample_pos"] + salt)
 
     def verification_draws(tokens, fp64):
         rows = rows_along(batch, tokens)
@@ -193,7 +198,7 @@ def run(args) -> dict:
             logits = torch.full((R, V), NEG_INF, device=device)
             logits[arange[:, None], batch["candidates"][:, s]] = rows[:, s]
             q = batch["sample_pos"].view(R, S)[:, s]
-            drawn[:, s] = gumbel.gumbel_sample(logits, batch["slots"], temps, seeds, q - 1,
+            drawn[:, s] = gumbel.gumbel_sample(logits, batch["slots"], temps, seeds, q - 1 + salt,
                                                apply_temperature=True, use_fp64=fp64)
         return drawn
 
@@ -208,7 +213,7 @@ def run(args) -> dict:
     checks["sampled_draws_equal_0271_sampler_at_q_minus_1"] = bool(torch.equal(tokens, drawn))
     checks["sampled_draw_mismatches"] = int((tokens != drawn).sum())
     up_tokens, up_realized = buffers()
-    walk(upstream, batch, temps, seeds, up_tokens, up_realized, probabilistic=True)
+    walk(upstream, salted, temps, seeds, up_tokens, up_realized, probabilistic=True)
     checks["sampled_walk_equals_upstream_tokens"] = bool(torch.equal(tokens, up_tokens))
 
     # Cache: rows / T at the walked candidates, -inf elsewhere; upstream's is raw.

@@ -227,15 +227,28 @@ def sampled_walk_follows_softmax(temperature, num_samples, top_k, num_steps, see
     }
 
 
+def draft_noise_salt() -> int:
+    """gumbel.py's `_DRAFT_NOISE_SALT` (the draft-noise-salt fix), 0 without it."""
+    from vllm.v1.worker.gpu.sample import gumbel
+
+    salt = getattr(gumbel, "_DRAFT_NOISE_SALT", 0)
+    return int(getattr(salt, "value", salt))
+
+
 def sampled_walk_keys_like_verification(num_reqs, num_steps, top_k, seed, fp64):
-    """Each draw equals 0.27.1's own Gumbel sampler keyed at position Q-1.
+    """Each draw equals 0.27.1's own Gumbel sampler keyed at position Q-1,
+    moved by the draft's salt where vLLM has one.
 
     0.27.1 samples a target token at position Q with gumbel_sample over the
     vocabulary, keyed by the seed and the input position Q-1, noise indexed by
     token id. Laying the walked row out over the vocabulary (-inf elsewhere)
-    and sampling it that way must give the walk's token, draw for draw.
+    and sampling it that way at Q-1 plus the salt must give the walk's token,
+    draw for draw; at Q-1 itself (verification's own key) it must not, where
+    the salt is there.
     """
     from vllm.v1.worker.gpu.sample.gumbel import gumbel_sample
+
+    salt = draft_noise_salt()
 
     vocab = 64
     max_num_reqs = num_reqs + 3
@@ -261,13 +274,15 @@ def sampled_walk_keys_like_verification(num_reqs, num_steps, top_k, seed, fp64):
                 previous = int((batch["candidates"][r, s] == tokens[r, s]).nonzero())
         return drawn
 
-    matches = verify(-1)
+    matches = verify(salt - 1)
     return {
+        "salt": salt,
         "draws_equal_at_q_minus_1": bool(torch.equal(tokens, matches)),
         "mismatches": int((tokens != matches).sum()),
         "draws": tokens.numel(),
-        "draws_equal_at_q": bool(torch.equal(tokens, verify(0))),
-        "draws_equal_at_q_minus_2": bool(torch.equal(tokens, verify(-2))),
+        "draws_equal_at_q": bool(torch.equal(tokens, verify(salt))),
+        "draws_equal_at_q_minus_2": bool(torch.equal(tokens, verify(salt - 2))),
+        "draws_equal_at_verifications_key": bool(torch.equal(tokens, verify(-1))),
     }
 
 
@@ -373,11 +388,13 @@ def padding_rows_are_inert(num_live, num_padding, seed):
 
 
 def walk_matches_upstream(num_reqs, num_steps, top_k, seed, temperature):
-    """Same tokens as upstream 0.28.0's walk; its raw-score cache is ours times T.
+    """Same tokens as upstream's walk; its raw-score cache is ours times T.
 
     Upstream keys its draws as we do, so the sampled tokens agree draw for
-    draw; it caches pre-temperature scores (0.28.0 divides on load), where
-    0.27.1 needs them divided already.
+    draw: 0.28.0's walk at the positions given, the walk from 0.29.0 on at
+    those plus the draft's salt (`IS_DRAFTING=True`), which is the draw ours
+    makes where vLLM has the salt. Upstream caches pre-temperature scores
+    (0.28.0 divides on load), where 0.27.1 needs them divided already.
     """
     upstream = common.load_upstream(common.UPSTREAM_SPECULATOR, ARGS["upstream"],
                                     "upstream_speculator")
@@ -386,7 +403,8 @@ def walk_matches_upstream(num_reqs, num_steps, top_k, seed, temperature):
     temps = torch.full((num_reqs,), temperature, dtype=torch.float32)
     seeds = torch.arange(num_reqs, dtype=torch.int64) * 7919
     mine, mine_realized = launch_walk(ours, batch, temps, seeds, probabilistic=True)
-    theirs, theirs_realized = launch_walk(upstream, batch, temps, seeds, probabilistic=True)
+    salted = dict(batch, sample_pos=batch["sample_pos"] + draft_noise_salt())
+    theirs, theirs_realized = launch_walk(upstream, salted, temps, seeds, probabilistic=True)
     ours_cache = torch.full((num_reqs, num_steps, vocab), NEG_INF)
     theirs_cache = ours_cache.clone()
     launch_cache(ours, batch, mine_realized, ours_cache,
