@@ -1,34 +1,43 @@
-"""Build the files that let the patched vLLM 0.27.1 engine, and upstream 0.28.0
-beside it, run on a CUDA machine whose Python has torch and triton but no vLLM
-and no network.
+"""Build the files that let the patched vLLM 0.27.1 engine, upstream 0.28.0 and
+the newest upstream release beside them run on a CUDA machine whose Python
+has torch and triton but no vLLM and no network.
 
-    .venv/bin/python scripts/gpu/build_bundle.py [--out .cache/gpu-bundle]
+    .venv/bin/python scripts/gpu/build_bundle.py [--out .cache/gpu-bundle] [--new-version 0.34.0]
 
-Everything is made at run time from the vLLM 0.27.1 and 0.28.0 wheels
-(downloaded once by tests/wheels.py) and from PyPI, into a git-ignored folder;
-nothing of it is ever committed. Two parts, each small enough to travel on its
-own:
+Everything is made at run time from the vLLM wheels (downloaded once by
+tests/wheels.py) and from PyPI, into a git-ignored folder; nothing of it is
+ever committed. Parts, each small enough to travel on its own:
 
-    OUT/so/vllm_C.so.xz      vllm/_C_stable_libtorch.abi3.so of both wheels,
-                             0.27.1's then 0.28.0's, in one xz stream whose
-                             dictionary spans both: the two builds share almost
-                             all their bytes, so the pair costs about what one
-                             does (57 MiB); OUT/so/sizes.json says where to cut
+    OUT/so/vllm_C.so.xz      vllm/_C_stable_libtorch.abi3.so of 0.27.1 and
+                             0.28.0, in one xz stream whose dictionary spans
+                             both: the two builds share almost all their bytes,
+                             so the pair costs about what one does (57 MiB);
+                             OUT/so/sizes.json says where to cut
     OUT/main/vllm-tree.zip   the 0.27.1 wheel's pure-Python vllm/ tree after this
-                             tool's own `apply`, plus vllm-0.27.1.dist-info/METADATA
+                             tool's own `apply` (the PR's edits and the fixes),
+                             plus vllm-0.27.1.dist-info/METADATA
+    OUT/main/vllm-0.27.1-only-pr.zip
+                             what `apply --only-pr` leaves different from that
+                             tree: the files to write over a copy of it, and
+                             `.removed`, the files to delete
+    OUT/main/vllm-0.27.1-pristine.zip
+                             the same, from the patched tree to 0.27.1 as the
+                             wheel ships it: every file `apply` edits, and the
+                             files it installs in `.removed`; on the pristine
+                             tree `verify --gpu` must fail
     OUT/main/vllm-tree-0.28.0.zip
                              the 0.28.0 wheel's pure-Python tree as it ships,
                              plus its METADATA: the reference the backport is
                              run against
-    OUT/main/vllm-0.27.1-pristine.zip
-                             the seven files `apply` edits, as the 0.27.1
-                             wheel ships them: with the patched tree they make
-                             the pristine one (setup_device.sh), on which
-                             `verify --gpu` must fail
     OUT/main/wheels/*.whl    the CPython 3.12 manylinux wheels vLLM imports that a
                              bare torch image lacks (the OpenAI server's too)
+    OUT/new/                 the newest release (--new-version): its tree as
+                             it ships (vllm-tree-V.zip), its .so (vllm_C.so.xz;
+                             in OUT/new-so/ when both do not fit in one part),
+                             version.txt, and wheels/, the wheels it needs in
+                             other versions than main/'s or beside them
 
-scripts/gpu/setup_device.sh unpacks them there. Both .so files load under
+scripts/gpu/setup_device.sh unpacks them there. The .so files load under
 other torch builds (stable ABI).
 """
 
@@ -46,7 +55,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 SO_NAME = "vllm/_C_stable_libtorch.abi3.so"
-PART_LIMIT = 60 * 1024 * 1024  # below the 64 MiB a transfer may carry
+TRANSFER_LIMIT = 64 * 1024 * 1024  # what one call carries: the checkout and one part
 
 # Name==version for each wheel; a bare name takes the newest cp312 wheel.
 WHEELS = [
@@ -73,6 +82,20 @@ PLATFORMS = [
 # tree must tolerate: FlashAttention's extension is not stable-ABI.
 STUB_FILES = {"vllm/vllm_flash_attn/_vllm_fa3_C.py": ""}
 VERSIONS = ("0.27.1", "0.28.0")
+# The newest release that runs on the device, and for each release that may
+# stand in for it the wheels it needs beside (and, on PYTHONPATH, before)
+# main/'s: pins it raised, packages it added. Its transformers is carried so
+# that the image's own version does not matter, with what that needs.
+NEW_VERSION = "0.34.0"
+NEW_WHEELS = {
+    # transformers>=5.16.1,<5.23; orjson for its OpenAI server
+    "0.34.0": ["transformers==5.22.2", "tokenizers==0.23.3", "huggingface_hub==2.4.0",
+               "safetensors==0.8.0", "orjson"],
+    # transformers>=5.16.1,<5.21
+    "0.33.0": ["transformers>=5.16.1,<5.21", "tokenizers==0.23.3", "huggingface_hub==2.4.0",
+               "safetensors==0.8.0", "orjson"],
+}
+REMOVED_MEMBER = ".removed"
 
 
 def _metadata(version: str) -> str:
@@ -102,79 +125,131 @@ def build_so(out: Path) -> Path:
         sizes = json.loads(sizes_path.read_text())
         if [entry["version"] for entry in sizes] == list(VERSIONS):
             return target
+    compress_so(VERSIONS, target)
+    return target
+
+
+def _extract(version: str, site: Path) -> Path:
+    with zipfile.ZipFile(_wheel_path(version)) as wheel:
+        members = [n for n in wheel.namelist()
+                   if n.endswith(".py") or ".dist-info/" in n]
+        wheel.extractall(site, members)
+    return site
+
+
+def _python_files(site: Path) -> dict[str, bytes]:
+    return {path.relative_to(site).as_posix(): path.read_bytes()
+            for path in sorted((site / "vllm").rglob("*.py"))}
+
+
+def overlay(base: dict[str, bytes], target: dict[str, bytes]) -> tuple[dict[str, bytes], list[str]]:
+    """What turns the tree `base` into `target`: the files to write (new or
+    different) and the files to delete."""
+    writes = {name: data for name, data in target.items() if base.get(name) != data}
+    return writes, sorted(set(base) - set(target))
+
+
+def _write_zip(target: Path, files: dict[str, bytes], removed: list[str] | None = None,
+               version: str | None = None) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
-    sizes, blobs = [], []
-    for version in VERSIONS:
-        with zipfile.ZipFile(_wheel_path(version)) as wheel:
-            blobs.append(wheel.read(SO_NAME))
-        sizes.append({"version": version, "bytes": len(blobs[-1])})
-    # A dictionary larger than both files lets the second one be coded as
-    # references into the first.
-    dictionary = 1 << (sum(map(len, blobs)) - 1).bit_length()
-    filters = [{"id": lzma.FILTER_LZMA2, "preset": 6, "dict_size": dictionary}]
     partial = target.with_suffix(".partial")
-    partial.write_bytes(lzma.compress(b"".join(blobs), filters=filters))
-    partial.rename(target)
-    sizes_path.write_text(json.dumps(sizes))
-    return target
-
-
-def build_tree(out: Path, version: str = "0.27.1") -> Path:
-    """The wheel's .py files; 0.27.1's patched by this tool, others as they ship."""
-    name = "vllm-tree.zip" if version == "0.27.1" else f"vllm-tree-{version}.zip"
-    target = out / "main" / name
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        site = Path(tmp) / "site"
-        with zipfile.ZipFile(_wheel_path(version)) as wheel:
-            members = [n for n in wheel.namelist()
-                       if n.endswith(".py") or ".dist-info/" in n]
-            wheel.extractall(site, members)
-        if version == "0.27.1":
-            _apply(site)
-        for relative, text in STUB_FILES.items():
-            (site / relative).write_text(text)
-        partial = target.with_suffix(".partial")
-        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as bundle:
-            for path in sorted((site / "vllm").rglob("*.py")):
-                bundle.write(path, path.relative_to(site).as_posix())
+    with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as bundle:
+        for name in sorted(files):
+            bundle.writestr(name, files[name])
+        if removed is not None:
+            bundle.writestr(REMOVED_MEMBER, "".join(f"{name}\n" for name in removed))
+        if version is not None:
             bundle.writestr(f"vllm-{version}.dist-info/METADATA", _metadata(version))
-        partial.rename(target)
+    partial.rename(target)
     return target
 
 
-def _apply(site: Path) -> None:
-    subprocess.run(
-        [str(REPO / ".venv/bin/dflash2-backport"), "apply",
-         "--site-packages", str(site)],
-        check=True, cwd=REPO,
-    )
-    check = subprocess.run(
-        [str(REPO / ".venv/bin/dflash2-backport"), "check",
-         "--site-packages", str(site)],
-        cwd=REPO, capture_output=True, text=True,
-    )
+def build_tree(out: Path, version: str, part: str = "main") -> Path:
+    """The wheel's .py files as it ships them, with the stubs and METADATA."""
+    with tempfile.TemporaryDirectory() as tmp:
+        files = _python_files(_extract(version, Path(tmp)))
+    files.update((name, text.encode()) for name, text in STUB_FILES.items())
+    return _write_zip(out / part / f"vllm-tree-{version}.zip", files, version=version)
+
+
+def build_0271_trees(out: Path) -> dict[str, list[str]]:
+    """0.27.1 patched by `apply` (the PR's edits and the fixes), and the two
+    overlays that make `apply --only-pr`'s tree and the pristine one from it.
+    Returns the files each set edits or adds, to be printed."""
+    with tempfile.TemporaryDirectory() as tmp:
+        pristine = _extract("0.27.1", Path(tmp) / "pristine")
+        trees = {"pristine": _python_files(pristine)}
+        for name, flags in (("closure", ()), ("only-pr", ("--only-pr",))):
+            site = Path(tmp) / name
+            shutil.copytree(pristine, site)
+            _apply(site, *flags)
+            trees[name] = _python_files(site)
+    closure = dict(trees["closure"])
+    closure.update((name, text.encode()) for name, text in STUB_FILES.items())
+    _write_zip(out / "main" / "vllm-tree.zip", closure, version="0.27.1")
+    for name in ("only-pr", "pristine"):
+        writes, removed = overlay(trees["closure"], trees[name])
+        _write_zip(out / "main" / f"vllm-0.27.1-{name}.zip", writes, removed)
+    touched = {name: sorted(overlay(trees["pristine"], trees[name])[0])
+               for name in ("closure", "only-pr")}
+    missing = sorted(set(_targets()) - set(touched["closure"]))
+    if missing:
+        raise SystemExit(f"apply left these target files as 0.27.1 ships them: {missing}")
+    return touched
+
+
+def _apply(site: Path, *flags: str) -> None:
+    tool = str(REPO / ".venv/bin/dflash2-backport")
+    subprocess.run([tool, "apply", "--site-packages", str(site), *flags],
+                   check=True, cwd=REPO, stdout=subprocess.DEVNULL)
+    check = subprocess.run([tool, "check", "--site-packages", str(site), *flags],
+                           cwd=REPO, capture_output=True, text=True)
     if check.returncode != 0:
-        raise SystemExit(f"check after apply exited {check.returncode}:\n"
+        raise SystemExit(f"check {' '.join(flags)} after apply exited {check.returncode}:\n"
                          f"{check.stdout}{check.stderr}")
 
 
-def build_pristine_files(out: Path) -> Path:
-    target = out / "main" / "vllm-0.27.1-pristine.zip"
+def compress_so(versions: tuple[str, ...], target: Path) -> list[dict[str, object]]:
+    """The versions' .so in one xz stream; returns where to cut it."""
+    sizes, blobs = [], []
+    for version in versions:
+        with zipfile.ZipFile(_wheel_path(version)) as wheel:
+            blobs.append(wheel.read(SO_NAME))
+        sizes.append({"version": version, "bytes": len(blobs[-1])})
+    # A dictionary larger than all the files lets the later ones be coded as
+    # references into the earlier ones.
+    dictionary = 1 << (sum(map(len, blobs)) - 1).bit_length()
+    filters = [{"id": lzma.FILTER_LZMA2, "preset": 6, "dict_size": dictionary}]
+    target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_suffix(".partial")
-    with zipfile.ZipFile(_wheel_path("0.27.1")) as wheel, \
-            zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as bundle:
-        for name in _targets():
-            bundle.writestr(name, wheel.read(name))
+    partial.write_bytes(lzma.compress(b"".join(blobs), filters=filters))
     partial.rename(target)
-    return target
+    (target.parent / "sizes.json").write_text(json.dumps(sizes))
+    return sizes
 
 
-def download_wheels(out: Path) -> Path:
-    directory = out / "main" / "wheels"
+def build_new(out: Path, version: str) -> Path:
+    """The newest release's part: its tree, its .so and its extra wheels; the
+    .so moves to a part of its own when the three do not fit in one."""
+    for part in ("new", "new-so"):
+        if (out / part).exists():
+            shutil.rmtree(out / part)
+    new = out / "new"
+    build_tree(out, version, part="new")
+    (new / "version.txt").write_text(version + "\n")
+    download_wheels(new / "wheels", NEW_WHEELS[version])
+    compress_so((version,), new / "vllm_C.so.xz")
+    if _size(new) > part_limit():
+        (out / "new-so").mkdir()
+        for name in ("vllm_C.so.xz", "sizes.json"):
+            (new / name).rename(out / "new-so" / name)
+    return new
+
+
+def download_wheels(directory: Path, specs: list[str]) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     platforms = [arg for p in PLATFORMS for arg in ("--platform", p)]
-    for spec in WHEELS:
+    for spec in specs:
         subprocess.run(
             [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
              "--only-binary=:all:", "--python-version", "3.12",
@@ -182,6 +257,16 @@ def download_wheels(out: Path) -> Path:
             check=True,
         )
     return directory
+
+
+def part_limit() -> int:
+    """What one part may weigh: a transfer, less the checkout it travels with
+    (git's tracked and untracked, not ignored, files) and 1 MiB to spare."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                            cwd=REPO, check=True, capture_output=True).stdout
+    checkout = sum((REPO / name).stat().st_size
+                   for name in listed.decode().split("\0") if name and (REPO / name).is_file())
+    return TRANSFER_LIMIT - checkout - (1 << 20)
 
 
 def _size(path: Path) -> int:
@@ -193,21 +278,35 @@ def _size(path: Path) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=REPO / ".cache" / "gpu-bundle")
+    parser.add_argument("--new-version", default=NEW_VERSION,
+                        choices=[*NEW_WHEELS, ""],
+                        help="the newest upstream release, for the new/ part ('' for none)")
     args = parser.parse_args()
     out = args.out.resolve()
     if (out / "main").exists():
         shutil.rmtree(out / "main")
     print("so:", build_so(out))
-    for version in VERSIONS:
-        print("tree:", build_tree(out, version))
-    print("pristine files:", build_pristine_files(out))
-    print("wheels:", download_wheels(out))
-    for part in ("so", "main"):
+    touched = build_0271_trees(out)
+    for name, files in touched.items():
+        print(f"0.27.1 files `apply{' --only-pr' if name == 'only-pr' else ''}` edits or adds "
+              f"({len(files)}):", *files, sep="\n  ")
+    print("tree:", build_tree(out, "0.28.0"))
+    print("wheels:", download_wheels(out / "main" / "wheels", WHEELS))
+    parts = ["so", "main"]
+    if args.new_version:
+        print("new:", build_new(out, args.new_version))
+        parts += [part for part in ("new-so", "new") if (out / part).exists()]
+    limit = part_limit()
+    print(f"limit of a part: {limit / 2**20:.1f} MiB")
+    for part in parts:
+        for path in sorted((out / part).iterdir()):
+            print(f"  {part}/{path.name}: {_size(path) / 2**20:.1f} MiB")
         size = _size(out / part)
         print(f"part {part}: {size / 2**20:.1f} MiB")
-        if size > PART_LIMIT:
+        if size > limit:
             raise SystemExit(f"part {part} is {size / 2**20:.1f} MiB, over the "
-                             f"{PART_LIMIT / 2**20:.0f} MiB one transfer may carry")
+                             f"{limit / 2**20:.1f} MiB one transfer may carry beside "
+                             "the checkout")
     return 0
 
 

@@ -14,6 +14,9 @@ fi
 if [ ! -f /tmp/vt28/vllm/_C_stable_libtorch.abi3.so ] || [ ! -f /tmp/vt28/.tree-complete ]; then
     echo "upstream 0.28.0 is not unpacked: its configurations will fail"
 fi
+if [ ! -f /tmp/vtnew/.pythonpath ]; then
+    echo "the newest upstream is not unpacked (carry new-so/ and new/): its configurations will fail"
+fi
 results=${RESULTS:-/tmp/gpu-results}
 run_dir=${RUN_DIR:-/tmp/gpu-run}
 mkdir -p "$results"

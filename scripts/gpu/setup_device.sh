@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
 # Unpack the bundle that build_bundle.py made, on the CUDA machine:
-#   /tmp/vt    the patched 0.27.1 vllm/ tree, its METADATA and its .so
-#   /tmp/vt28  upstream 0.28.0's tree, METADATA and .so
-#   /tmp/vtp   the 0.27.1 tree as it ships (the patched one, its seven edited
-#              files taken back from the wheel, the three new files removed)
-#   /tmp/site  the wheels, shared by all
+#   /tmp/vt     0.27.1 patched by `apply` (the PR's edits and the fixes): its
+#               vllm/ tree, its METADATA and its .so
+#   /tmp/vtpr   0.27.1 patched by `apply --only-pr` (a copy of /tmp/vt with
+#               the only-pr overlay: its files written, `.removed` deleted)
+#   /tmp/vtp    0.27.1 as it ships (the same, with the pristine overlay)
+#   /tmp/vt28   upstream 0.28.0's tree, METADATA and .so
+#   /tmp/vtnew  the newest upstream release's tree, METADATA and .so
+#   /tmp/site   the wheels, shared by all
+#   /tmp/sitenew the newest release's own wheels, before /tmp/site for it only
+# Each tree complete here gets TREE/.pythonpath: one line, the PYTHONPATH
+# entries that run it (/tmp/vtnew's: /tmp/vtnew:/tmp/sitenew:/tmp/site), and
+# /tmp/vtnew/.version the release it holds.
 # Each part is unpacked only when it was carried along and is not there yet,
-# so the .so pair and the rest can be copied over one after the other.
+# so the parts can be copied over one after the other; so/ before main/,
+# since /tmp/vtpr and /tmp/vtp are copies of /tmp/vt with its .so.
 #
 #     source scripts/gpu/setup_device.sh      # then PYTHONPATH is set (0.27.1)
 set -e
@@ -43,15 +51,45 @@ if [ -f "$bundle/main/vllm-tree-0.28.0.zip" ] && [ ! -f /tmp/vt28/.tree-complete
     touch /tmp/vt28/.tree-complete
     echo "unpacked upstream 0.28.0's vllm tree into /tmp/vt28"
 fi
-if [ -f "$bundle/main/vllm-0.27.1-pristine.zip" ] && [ -f /tmp/vt/.tree-complete ] \
-        && [ -f /tmp/vt/vllm/_C_stable_libtorch.abi3.so ] && [ ! -f /tmp/vtp/.tree-complete ]; then
-    rm -rf /tmp/vtp
-    cp -a /tmp/vt /tmp/vtp
-    rm -f /tmp/vtp/.tree-complete /tmp/vtp/vllm/model_executor/models/qwen3_dflash2.py
-    rm -rf /tmp/vtp/vllm/v1/worker/gpu/spec_decode/dflash2
-    python3 -m zipfile -e "$bundle/main/vllm-0.27.1-pristine.zip" /tmp/vtp
-    touch /tmp/vtp/.tree-complete
-    echo "made the pristine 0.27.1 tree in /tmp/vtp"
+overlay() {  # overlay ZIP BASE TREE: TREE = a copy of BASE, ZIP's files written, its .removed deleted
+    rm -rf "$3"
+    cp -a "$2" "$3"
+    rm -f "$3/.tree-complete" "$3/.pythonpath"
+    find "$3" -name __pycache__ -prune -exec rm -rf {} +
+    python3 -m zipfile -e "$1" "$3"
+    (cd "$3" && xargs -r rm -f < .removed && rm .removed)
+    find "$3/vllm" -depth -type d -empty -delete
+    touch "$3/.tree-complete"
+}
+for set in only-pr pristine; do
+    tree=/tmp/vtp; [ $set = only-pr ] && tree=/tmp/vtpr
+    if [ -f "$bundle/main/vllm-0.27.1-$set.zip" ] && [ -f /tmp/vt/.tree-complete ] \
+            && [ -f /tmp/vt/vllm/_C_stable_libtorch.abi3.so ] && [ ! -f $tree/.tree-complete ]; then
+        overlay "$bundle/main/vllm-0.27.1-$set.zip" /tmp/vt $tree
+        echo "made the $set 0.27.1 tree in $tree"
+    fi
+done
+new_so=$(ls "$bundle"/new-so/vllm_C.so.xz "$bundle"/new/vllm_C.so.xz 2>/dev/null | head -1)
+if [ -n "$new_so" ] && [ ! -f /tmp/vtnew/vllm/_C_stable_libtorch.abi3.so ]; then
+    mkdir -p /tmp/vtnew/vllm
+    python3 -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], 'wb'), 1 << 22)" \
+        "$new_so" /tmp/vtnew/vllm/_C_stable_libtorch.abi3.so.partial \
+        && mv /tmp/vtnew/vllm/_C_stable_libtorch.abi3.so.partial /tmp/vtnew/vllm/_C_stable_libtorch.abi3.so \
+        && echo "unpacked /tmp/vtnew/vllm/_C_stable_libtorch.abi3.so"
+fi
+if [ -f "$bundle/new/version.txt" ] && [ ! -f /tmp/vtnew/.tree-complete ]; then
+    new_version=$(cat "$bundle/new/version.txt")
+    mkdir -p /tmp/vtnew
+    python3 -m zipfile -e "$bundle/new/vllm-tree-$new_version.zip" /tmp/vtnew
+    echo "$new_version" > /tmp/vtnew/.version
+    touch /tmp/vtnew/.tree-complete
+    echo "unpacked upstream $new_version's vllm tree into /tmp/vtnew"
+fi
+if [ -d "$bundle/new/wheels" ] && [ ! -f /tmp/sitenew/.complete ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+        --target /tmp/sitenew "$bundle"/new/wheels/*.whl
+    touch /tmp/sitenew/.complete
+    echo "installed $(ls "$bundle"/new/wheels | wc -l) wheels into /tmp/sitenew"
 fi
 if [ -d "$bundle/main/wheels" ] && [ ! -f /tmp/site/.complete ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
@@ -59,6 +97,11 @@ if [ -d "$bundle/main/wheels" ] && [ ! -f /tmp/site/.complete ]; then
     touch /tmp/site/.complete
     echo "installed $(ls "$bundle"/main/wheels | wc -l) wheels into /tmp/site"
 fi
+for tree in /tmp/vt /tmp/vtpr /tmp/vtp /tmp/vt28 /tmp/vtnew; do
+    if [ -f $tree/.tree-complete ] && [ -f $tree/vllm/_C_stable_libtorch.abi3.so ]; then
+        if [ $tree = /tmp/vtnew ]; then echo /tmp/vtnew:/tmp/sitenew:/tmp/site; else echo $tree:/tmp/site; fi > $tree/.pythonpath
+    fi
+done
 set +e
 export PYTHONPATH=/tmp/vt:/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 export VLLM_ENABLE_V1_MULTIPROCESSING=0 VLLM_USE_FLASHINFER_SAMPLER=0 PYTHONUNBUFFERED=1
