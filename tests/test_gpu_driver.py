@@ -447,3 +447,19 @@ def test_an_engine_that_dies_is_its_configurations_result_and_the_run_goes_on(
         assert set(seen["errors"]) == {"greedy"}
         assert "CUDA fault in phase greedy" in log and "] done" not in log
         assert "exit 3" in reported
+
+
+@pytest.mark.parametrize("listed, expected", [
+    # A tree without .pythonpath: itself, then the shared wheels, then the rest.
+    (None, ["{tree}", "/site", "/extra"]),
+    # The newest upstream's: its own wheels ahead of the shared ones.
+    ("{tree}:/sitenew:/site", ["{tree}", "/sitenew", "/site", "/extra"]),
+])
+def test_an_engine_path_is_its_trees_own_list_where_the_tree_has_one(tmp_path, listed, expected):
+    tree = tmp_path / "vtnew"
+    tree.mkdir()
+    if listed is not None:
+        (tree / ".pythonpath").write_text(listed.format(tree=tree) + "\n")
+    env = driver._engine_env({"PYTHONPATH": f"/site:{tree}:/extra"}, "new",
+                             {"new": str(tree), "closure": "/vt"}, "/site", tmp_path, "x")
+    assert env["PYTHONPATH"].split(":") == [p.format(tree=tree) for p in expected]

@@ -1066,10 +1066,16 @@ def summarize(results: dict) -> tuple[dict, bool]:
 
 def _engine_env(base_env: dict, tree: str, trees: dict, site: str, out: Path,
                 name: str) -> dict:
-    """The environment of one engine: its tree first, then the wheels."""
+    """The environment of one engine: its tree first, then the wheels; a
+    tree that needs wheels of its own (the newest upstream's) names its whole
+    path in TREE/.pythonpath, which setup_device.sh writes."""
     own = set(trees.values()) | {site}
     rest = [p for p in base_env.get("PYTHONPATH", "").split(":") if p and p not in own]
-    env = dict(base_env, PYTHONPATH=":".join([trees[tree], site, *rest]),
+    listed = Path(trees[tree]) / ".pythonpath"
+    first = (listed.read_text().strip().split(":") if listed.is_file()
+             else [trees[tree], site])
+    rest = [p for p in rest if p not in first]
+    env = dict(base_env, PYTHONPATH=":".join([*first, *rest]),
                VLLM_CACHE_ROOT=str(out / "vllm-cache" / name))
     env.update(NO_MULTICAST)
     return env
