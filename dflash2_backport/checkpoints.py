@@ -146,6 +146,11 @@ def draft_config(kind: str, s: dict) -> dict:
         for key, value in changes.items():
             config[key] = ([value] * s["draft_layers"] if key == "layer_types"
                            else value)
+        if "sliding_window" in changes:
+            # Qwen3's config keeps the top-level window only with
+            # use_sliding_window; vLLM's DFlash reads dflash_config's first.
+            config["dflash_config"] = dict(config["dflash_config"],
+                                           swa_window_size=changes["sliding_window"])
         return config
     dflash = {"mask_token_id": s["mask_token"], "target_layer_ids": [0, 1]}
     config = {**_config_common(s), "num_hidden_layers": s["draft_layers"],

@@ -99,7 +99,12 @@ if [ -d "$bundle/main/wheels" ] && [ ! -f /tmp/site/.complete ]; then
 fi
 for tree in /tmp/vt /tmp/vtpr /tmp/vtp /tmp/vt28 /tmp/vtnew; do
     if [ -f $tree/.tree-complete ] && [ -f $tree/vllm/_C_stable_libtorch.abi3.so ]; then
-        if [ $tree = /tmp/vtnew ]; then echo /tmp/vtnew:/tmp/sitenew:/tmp/site; else echo $tree:/tmp/site; fi > $tree/.pythonpath
+        # The CuTe DSL's own path comes from a .pth file, which PYTHONPATH
+        # entries do not read: it is named here where it was unpacked.
+        cute=/tmp/sitenew/nvidia_cutlass_dsl/dsl_packages
+        if [ $tree = /tmp/vtnew ]; then
+            echo /tmp/vtnew:/tmp/sitenew$( [ -d $cute ] && echo :$cute ):/tmp/site
+        else echo $tree:/tmp/site; fi > $tree/.pythonpath
     fi
 done
 set +e
