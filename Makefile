@@ -49,7 +49,7 @@ demo:
 	echo "== demo passed: vLLM $(VLLM_VERSION) patched from another venv; a second check finds nothing to do"; \
 	echo "   (\`verify\` needs torch beside vLLM: see README, Checking it runs)"
 
-## make bench: check/apply wall time against a bare libcst parse of the seven files
+## make bench: check/apply wall time against a bare libcst parse of the target files
 bench: $(DEV_STAMP)
 	$(BIN)/python scripts/bench.py
 

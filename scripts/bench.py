@@ -1,8 +1,8 @@
 """Wall time of `check` and `apply` on the real vLLM 0.27.1 tree, against a
 floor, for this checkout and for an earlier commit measured in the same run.
 
-The floor is a bare Python process that imports libcst and parses the seven
-target files: the least any libcst-based tool has to do. Each command runs in
+The floor is a bare Python process that imports libcst and parses the
+files the edits target: the least any libcst-based tool has to do. Each command runs in
 a fresh process of the console script, several times; the median
 counts, and each figure is a ratio to the floor measured in the same run, so
 a loaded machine skews them less; CPU time (the command's and its workers')
@@ -10,7 +10,7 @@ is shown beside wall time, as load moves it least. The runs alternate between th
 `apply` runs on a fresh pristine copy every time. `check` is timed cold (an
 empty verdict cache), warm (the same files checked before) and as a
 pre-commit hook sees a fork: a patched source tree checked before, then a
-commit that changes one of the seven files.
+commit that changes one of those files.
 
 Both tools are installed as a user installs them, each into a venv of its
 own under $DFLASH2_BACKPORT_TEST_CACHE/bench: the earlier commit (--before, by
@@ -46,7 +46,7 @@ FLOOR = (
     "    with open(path, 'rb') as f:\n"
     "        libcst.parse_module(f.read())\n"
 )
-#: The largest of the seven files, and the one a fork changes most often.
+#: The largest of the target files, and the one a fork changes most often.
 COMMITTED = "vllm/config/vllm.py"
 #: Goals for this checkout, as ratios to the floor.
 TARGET_RATIO = {
@@ -61,7 +61,13 @@ BEFORE = "a3b1aef"
 
 def timed(command: list[str], expect: int, cache: Path) -> tuple[float, float]:
     """Wall time, and CPU time (the command's and its workers'), in seconds."""
-    environment = dict(os.environ, DFLASH2_BACKPORT_VERDICT_CACHE=str(cache))
+    # The earlier tool read the cache's place under its former name: without
+    # it, its "cold" runs would be warm ones from the user's home.
+    environment = dict(
+        os.environ,
+        DFLASH2_BACKPORT_VERDICT_CACHE=str(cache),
+        DFLASH2_BACKPORT_CACHE_DIR=str(cache),
+    )
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     # Run from a neutral directory: `-m` and a checkout in the working
@@ -209,7 +215,7 @@ def main() -> None:
     floor = statistics.median(wall for wall, _ in floors)
     floor_cpu = statistics.median(cpu for _, cpu in floors)
     before, after = tools
-    print(f"vLLM 0.27.1, the seven target files; median of {args.runs} fresh processes each")
+    print(f"vLLM 0.27.1, the {len(TARGETS)} target files; median of {args.runs} fresh processes each")
     print(f"  {'floor: import libcst + parse':<28} {floor:6.3f} s wall, {floor_cpu:6.3f} s CPU")
     print(f"  {'':<28} {before:>26} {after:>26}   target (wall)")
     print(f"  {'':<28} {'wall':>19} {'CPU':>6} {'wall':>19} {'CPU':>6}")
