@@ -11,6 +11,7 @@ import fcntl
 import os
 import re
 import signal
+import sys
 from pathlib import Path
 
 import pytest
@@ -92,13 +93,22 @@ def test_a_full_disk_while_the_lock_is_taken_leaves_no_lock_file(
     assert not lock_path(tree).exists()
 
 
-def test_an_in_process_run_gives_the_callers_signal_handlers_back(tree: Path) -> None:
+# verify's interpreter here has no vLLM: it fails after taking the handlers.
+@pytest.mark.parametrize(
+    "command",
+    [["check"], ["apply"], ["revert"], ["verify", "--python", sys.executable]],
+    ids=lambda command: command[0],
+)
+def test_an_in_process_run_gives_the_callers_signal_handlers_back(
+    tree: Path, command: list[str]
+) -> None:
     def callers_own(*_: object) -> None:
         pass
 
+    arguments = command if command[0] == "verify" else [*command, "--root", str(tree)]
     previous = {s: signal.signal(s, callers_own) for s in interrupts.SIGNALS}
     try:
-        CliRunner().invoke(app, ["check", "--root", str(tree)])
+        CliRunner().invoke(app, arguments)
         assert {s: signal.getsignal(s) for s in interrupts.SIGNALS} == dict.fromkeys(
             interrupts.SIGNALS, callers_own
         )
