@@ -31,6 +31,12 @@ ever committed. Parts, each small enough to travel on its own:
                              run against
     OUT/main/wheels/*.whl    the CPython 3.12 manylinux wheels vLLM imports that a
                              bare torch image lacks (the OpenAI server's too)
+    OUT/main/tests/          what scripts/gpu/gpu_tests.sh runs beside the
+                             trees: upstream's own test files for the fixes
+                             (upstream/VERSION/tests/..., from the sdists) and
+                             kernels/, the two vLLM files the kernel test
+                             imports (0.27.1's gumbel.py after `apply`,
+                             0.28.0's DFlash2 speculator)
     OUT/new/                 the newest release (--new-version): its tree as
                              it ships (vllm-tree-V.zip), its .so (vllm_C.so.xz;
                              in OUT/new-so/ when both do not fit in one part),
@@ -198,6 +204,25 @@ def build_0271_trees(out: Path) -> dict[str, list[str]]:
     return touched
 
 
+def build_tests(out: Path) -> Path:
+    """The GPU tests' inputs: upstream's test files for the fixes, as the
+    runtime tests name them, and the kernel test's two vLLM files."""
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    sys.path.insert(0, str(REPO / "tests" / "runtime" / "modules"))
+    from _gpu_bundle import make_bundle
+
+    from tests.runtime.test_runtime_upstream_fixes import PREPARE_INPUTS, UNBIASED
+    from tests.upstream import upstream_tests
+
+    tests = out / "main" / "tests"
+    for version, relative in (("0.28.0", PREPARE_INPUTS), ("0.29.0", UNBIASED)):
+        shutil.copytree(upstream_tests(version, relative), tests / "upstream" / version,
+                        dirs_exist_ok=True)
+    make_bundle(tests / "kernels")
+    return tests
+
+
 def _apply(site: Path, *flags: str) -> None:
     tool = str(REPO / ".venv/bin/dflash2-backport")
     subprocess.run([tool, "apply", "--site-packages", str(site), *flags],
@@ -292,6 +317,7 @@ def main() -> int:
               f"({len(files)}):", *files, sep="\n  ")
     print("tree:", build_tree(out, "0.28.0"))
     print("wheels:", download_wheels(out / "main" / "wheels", WHEELS))
+    print("tests:", build_tests(out))
     parts = ["so", "main"]
     if args.new_version:
         print("new:", build_new(out, args.new_version))
