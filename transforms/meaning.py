@@ -97,7 +97,7 @@ def code_statements(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
     return body[1:] if body and is_docstring(body[0]) else list(body)
 
 
-def _header(node: ast.stmt) -> ast.stmt:
+def header_of(node: ast.stmt) -> ast.stmt:
     """A compound statement with its body and else-part reduced to `pass`."""
     header = copy.copy(node)
     header.body = [ast.Pass()]  # type: ignore[attr-defined]
@@ -110,7 +110,7 @@ def _header(node: ast.stmt) -> ast.stmt:
 
 def signature(function: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
     """The `def` line with its annotations, on one line."""
-    header = " ".join(ast.unparse(_header(function)).split()).removesuffix(" pass")
+    header = " ".join(ast.unparse(header_of(function)).split()).removesuffix(" pass")
     return header if len(header) <= 160 else header[:157] + "..."
 
 
@@ -138,7 +138,7 @@ def statements_difference(
         if (
             type(a) is type(b)
             and isinstance(a, compound)
-            and same_meaning(_header(a), _header(b))
+            and same_meaning(header_of(a), header_of(b))
         ):
             inner = statements_difference(a.body, b.body, reference, limit)  # type: ignore[attr-defined]
             if inner is None and not isinstance(a, ast.With):
@@ -162,7 +162,7 @@ def signature_difference(
     ]:
         decorators = " ".join("@" + ast.unparse(d) for d in found.decorator_list)
         return f"its decorators are {decorators or '(none)'!r}"
-    if not same_meaning(_header(found), _header(expected)):
+    if not same_meaning(header_of(found), header_of(expected)):
         return (
             f"its signature is {signature(found)!r} where the spec has "
             f"{signature(expected)!r}"

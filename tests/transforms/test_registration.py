@@ -40,7 +40,8 @@ def test_every_edit_has_a_judge_for_each_hunk_and_a_writer(edit: declarations.Ed
 
 def _defined(directory: Path, kind: str) -> set[str]:
     """"module:NAME" for each module-level `NAME = Edit(...)` (kind "Edit")
-    or `class NAME(Writer)` (kind "Writer") in the directory's modules."""
+    or each class that names its `EDIT = ...` (kind "Writer": a writer; its
+    bases may be shared ones) in the directory's modules."""
     found = set()
     for path in directory.glob("*.py"):
         for node in ast.parse(path.read_text()).body:
@@ -50,7 +51,9 @@ def _defined(directory: Path, kind: str) -> set[str]:
                     if call.func.id == "Edit":
                         found |= {f"{path.stem}:{t.id}" for t in node.targets}  # type: ignore[attr-defined]
             if kind == "Writer" and isinstance(node, ast.ClassDef):
-                if any(isinstance(b, ast.Name) and b.id == "Writer" for b in node.bases):
+                names = {t.id for a in node.body if isinstance(a, ast.Assign)
+                         for t in a.targets if isinstance(t, ast.Name)}
+                if "EDIT" in names:
                     found.add(f"{path.stem}:{node.name}")
     return found
 

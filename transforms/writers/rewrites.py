@@ -23,15 +23,14 @@ backward gives back the original byte for byte.
 from __future__ import annotations
 
 import ast
-import copy
 import textwrap
 from collections.abc import Sequence
 from difflib import SequenceMatcher
 
 import libcst as cst
 
-from ..edit import Site
-from ..meaning import is_docstring, meaning, parsed
+from ..edit import Hunk, Site
+from ..meaning import header_of, is_docstring, meaning, parsed
 from ..rewrites import Run
 from ..source import DEFINITIONS
 from .placement import leading_blank_lines
@@ -40,6 +39,20 @@ from .resolve import locate
 
 #: Compound statements compared inside when their headers agree.
 _NESTABLE = (ast.FunctionDef, ast.AsyncFunctionDef, ast.If, ast.For, ast.While, ast.With)
+
+
+class StatementRunWriter(Writer):
+    """The writer of an edit whose hunks are runs of statements: forwards,
+    0.27.1's form rewritten into the fix's where they differ; backwards, the
+    reverse."""
+
+    def forward(self, tree: cst.Module, hunk: Hunk, site: Site) -> cst.Module:
+        assert hunk.before is not None
+        return rewritten_run(self, tree, site, hunk.before, hunk.after)
+
+    def backward(self, tree: cst.Module, hunk: Hunk, site: Site) -> cst.Module:
+        assert hunk.before is not None
+        return rewritten_run(self, tree, site, hunk.after, hunk.before)
 
 
 def rewritten_run(
@@ -94,13 +107,7 @@ def _cst_docstring(statement: cst.BaseStatement) -> bool:
 
 
 def _header(node: ast.stmt) -> str:
-    header = copy.copy(node)
-    header.body = [ast.Pass()]  # type: ignore[attr-defined]
-    if hasattr(header, "orelse"):
-        header.orelse = []  # type: ignore[attr-defined]
-    if isinstance(header, ast.FunctionDef | ast.AsyncFunctionDef):
-        header.decorator_list = []
-    return meaning(header)
+    return meaning(header_of(node))
 
 
 def _nestable(a: ast.stmt, b: ast.stmt) -> bool:
