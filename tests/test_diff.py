@@ -47,7 +47,10 @@ def trees(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     assert saved.returncode == 1, saved.stdout + saved.stderr
     edits = len({e.name for e in EDITS})
     files = len({e.path for e in EDITS})
-    assert saved.stderr.splitlines()[-1].startswith(f"pending: {edits} edits in {files} files")
+    assert diff.read_text().startswith("--- a/vllm/"), "stdout must hold the diff alone"
+    report = saved.stderr.splitlines()
+    assert report and report[-1].startswith(f"pending: {edits} edits in {files} files"), (
+        f"the report belongs on stderr, found: {saved.stderr!r}")
     as_json = tool("check", "--site-packages", pristine, "--diff", "--json")
     assert json.loads(as_json.stdout)["diff"] == diff.read_text()
     done = tool("apply", "--site-packages", applied)
