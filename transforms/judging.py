@@ -80,7 +80,8 @@ def statement_beside(
     (index,) = anchors
     beside = index + 1 if after else index - 1
     # As statements: `self.f()` alone would read as an expression.
-    ours = scope.walk(lambda s: same_meaning([s], parsed(code)))
+    wanted = parsed(code)
+    ours = scope.walk(lambda s: same_meaning([s], wanted))
     if not ours:
         return pending(Site(path=statements[index].pinned()))
     if (

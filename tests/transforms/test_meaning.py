@@ -1,5 +1,8 @@
 """Meaning: what Python's parser sees, docstrings aside, and only docstrings."""
 
+import ast
+import textwrap
+
 import pytest
 
 from dflash2_backport.transforms.meaning import same_meaning
@@ -25,3 +28,33 @@ CASES = {
 @pytest.mark.parametrize("code, same", CASES.values(), ids=CASES.keys())
 def test_only_a_leading_plain_string_is_a_docstring(code: str, same: bool) -> None:
     assert same_meaning(code, RETURNS) is same
+
+
+def _statements(source: str) -> list[ast.stmt]:
+    return ast.parse(textwrap.dedent(source)).body
+
+
+def _module(source: str) -> ast.Module:
+    return ast.parse(source)
+
+
+# (one form of code, another, same meaning): nodes, statement lists and
+# source text compare alike, whatever form each side comes in.
+FORMS = {
+    "a lone docstring reads as pass": (_statements('"""Doc."""'), _statements("pass"), True),
+    "a docstring before statements is left out": (
+        _statements('"""Doc."""\nx = 1'), _statements("x = 1"), True),
+    "a statement is its one-statement list": (_statements("x = 1")[0], _statements("x = 1"), True),
+    "a module is its statements": (_module("x = 1\ny = 2"), _statements("x = 1\ny = 2"), True),
+    "source is the statements it parses to": ("x = 1\ny = 2", _statements("x = 1\ny = 2"), True),
+    "an expression is not a statement": ("f()", _statements("f()"), False),
+    "other kinds of statement": ("x = 1", _statements("x += 1"), False),
+    "the same kinds, other code": ("x = 1", _statements("x = 2"), False),
+    "one statement more": ("x = 1", _statements("x = 1\nx = 1"), False),
+}
+
+
+@pytest.mark.parametrize("one, other, same", FORMS.values(), ids=FORMS.keys())
+def test_code_means_the_same_in_every_form(one, other, same: bool) -> None:
+    assert same_meaning(one, other) is same
+    assert same_meaning(other, one) is same
