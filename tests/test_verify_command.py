@@ -118,9 +118,10 @@ def test_a_signal_ends_the_probes_and_leaves_nothing(tmp_path, arguments):
     process = subprocess.Popen([str(TOOL), "verify", "--python", str(python), *arguments],
                                env=environ, stdin=subprocess.DEVNULL, text=True,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 60
+    # No clock here: the stand-in imports give up after two minutes, and the
+    # tool then ends, which fails the wait instead of hanging it.
     while not _processes_mentioning(str(scratch)) or not list(scratch.glob("*/output.log")):
-        assert process.poll() is None and time.monotonic() < deadline, "no probe started"
+        assert process.poll() is None, "the tool ended before any probe started"
         time.sleep(0.1)
     process.send_signal(signal.SIGTERM)
     out, err = process.communicate(timeout=60)
