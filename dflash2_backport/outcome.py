@@ -87,8 +87,8 @@ def refused(command: str, plan: Plan) -> Outcome:
     )
 
 
-def _count(number: int, thing: str) -> str:
-    return f"{number} {thing}{'' if number == 1 else 's'}"
+def _count(number: int, thing: str, things: str | None = None) -> str:
+    return f"{number} {thing if number == 1 else things or thing + 's'}"
 
 
 def _joined(*parts: tuple[int, str]) -> str:
@@ -96,17 +96,18 @@ def _joined(*parts: tuple[int, str]) -> str:
     return " and ".join(text for number, text in parts if number)
 
 
-def _edits(reports: list[EditReport]) -> str:
-    """"3 edits in 2 files": edits by name (one may span two files)."""
-    names = len({e.edit for e in reports})
-    return f"{_count(names, 'edit')} in {_count(len({e.path for e in reports}), 'file')}"
+def _edits(reports: list[EditReport], *kind: str) -> str:
+    """"3 edits in 2 files" (or, with `kind`, "5 upstream fixes in 3 files"):
+    edits by name (one may span two files)."""
+    names = _count(len({e.edit for e in reports}), *(kind or ("edit",)))
+    return f"{names} in {_count(len({e.path for e in reports}), 'file')}"
 
 
 def _fixes(reports: list[EditReport]) -> str:
-    """"5 upstream fixes in 3 files"."""
-    names = len({e.edit for e in reports})
-    fixes = "upstream fix" if names == 1 else "upstream fixes"
-    return f"{names} {fixes} in {_count(len({e.path for e in reports}), 'file')}"
+    return _edits(reports, *_FIX)
+
+
+_FIX = ("upstream fix", "upstream fixes")
 
 
 def _done(plan: Plan) -> str:
@@ -121,9 +122,9 @@ def _done(plan: Plan) -> str:
             f"the DFlash2 PR's {ours} edits are applied, none of the {fixes} upstream "
             f"fixes, and {modules}"
         )
-    fixed = f"{fixes} upstream fix" if fixes == 1 else f"{fixes} upstream fixes"
     return (
-        f"all {ours + fixes} edits are applied (the DFlash2 PR's {ours} and {fixed}) "
+        f"all {ours + fixes} edits are applied (the DFlash2 PR's {ours} and "
+        f"{_count(fixes, *_FIX)}) "
         f"and {modules}"
     )
 
