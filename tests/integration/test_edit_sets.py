@@ -11,15 +11,13 @@ import shutil
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from dflash2_backport.cli import app
+from tests.integration import run
 from tests.oracle import seed_patched
 from tests.trees import INSTALLED, TARGETS, make_site, snapshot
 
 pytestmark = pytest.mark.wheels
 
-runner = CliRunner()
 
 #: Where upstream has each fix, as the research on the releases found it:
 #: (upstream PR or None, first release, or "unreleased").
@@ -46,11 +44,6 @@ FIX_ONLY_FILES = {
     "vllm/v1/worker/gpu/spec_decode/dflash/speculator.py",
     "vllm/v1/worker/gpu/spec_decode/dspark/speculator.py",
 }
-
-
-def run(*args: str) -> tuple[int, str]:
-    result = runner.invoke(app, list(args))
-    return result.exit_code, result.output
 
 
 @pytest.fixture

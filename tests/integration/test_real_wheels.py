@@ -6,21 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from dflash2_backport.cli import app
 from dflash2_backport.edits import EDITS
+from tests.integration import run
 from tests.oracle import closure_patched, seed_patched
 from tests.trees import INSTALLED, TARGETS, make_site, snapshot
 
 pytestmark = pytest.mark.wheels
-
-runner = CliRunner()
-
-
-def run(*args: str) -> tuple[int, str]:
-    result = runner.invoke(app, list(args))
-    return result.exit_code, result.output
 
 
 @pytest.fixture
