@@ -39,6 +39,7 @@ REPOSITORY = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPOSITORY))
 
 from tests.trees import TARGETS, make_site  # noqa: E402
+from tests.wheels import CACHE  # noqa: E402
 
 FLOOR = (
     "import sys, libcst\n"
@@ -86,14 +87,6 @@ def timed(command: list[str], expect: int, cache: Path) -> tuple[float, float]:
     return elapsed, cpu
 
 
-def _cache() -> Path:
-    return Path(
-        os.environ.get("DFLASH2_BACKPORT_TEST_CACHE")
-        or os.environ.get("DFLASH2_BACKPORT_CACHE")
-        or REPOSITORY / ".cache/dflash2-backport"
-    )
-
-
 def _git(*args: str) -> bytes:
     return subprocess.run(["git", "-C", str(REPOSITORY), *args], check=True, capture_output=True).stdout
 
@@ -124,7 +117,7 @@ def at_commit(revision: str) -> Path:
     def fill(source: Path) -> None:
         subprocess.run(["tar", "-x", "-C", str(source)], input=_git("archive", commit), check=True)
 
-    return _install(_cache() / "bench" / f"tool-{commit}", fill)
+    return _install(CACHE / "bench" / f"tool-{commit}", fill)
 
 
 def this_checkout() -> Path:
@@ -143,7 +136,7 @@ def this_checkout() -> Path:
             (source / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPOSITORY / name, source / name)
 
-    home = _cache() / "bench" / f"checkout-{digest.hexdigest()[:12]}"
+    home = CACHE / "bench" / f"checkout-{digest.hexdigest()[:12]}"
     for stale in home.parent.glob("checkout-*"):
         if stale != home:
             shutil.rmtree(stale, ignore_errors=True)
