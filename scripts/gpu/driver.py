@@ -128,9 +128,6 @@ VARIANTS = {
              "draft_sample_method": "probabilistic",
              "sampled_requests": PROB_SAMPLED_REQUESTS},
 }
-# The base run a variant's draft is held against shares its prompts and its
-# number of sampled requests.
-BASE_VARIANT = {"swa": "swa", "longctx": "longctx", "prob": "prob"}
 # The check phase's default configurations.
 CHECK_CONFIGS = [
     "base_eager", "dflash2_eager", "dflash1_eager", "base_graph", "dflash2_graph",
@@ -773,7 +770,8 @@ def base_of(name: str, available) -> tuple[str | None, bool]:
     config = config_of(name)
     if config["draft"] is None:
         return None, False
-    variant = BASE_VARIANT.get(config["variant"]) if config["variant"] else None
+    # The base run of a variant shares its prompts and sampled requests.
+    variant = config["variant"]
     mode = "eager" if config["eager"] else "graph"
     rest = "_".join(p for p in ("prod" if config["shape"] == "prod" else None, "base",
                                 variant, mode,
@@ -821,8 +819,12 @@ def summarize(results: dict) -> tuple[dict, bool]:
     engines = {n: r for n, r in results.items() if n != "serve"}
     known_failure = {n: EXPECTED_TO_FAIL.get((tree_of(r), r.get("variant")))
                      for n, r in engines.items()}
+    # A tree known to crash past the draft's positions: its outcome is
+    # reported, and nothing else of it judged.
+    crash_reported = {n for n, r in engines.items()
+                      if known_failure[n] and r.get("variant") == "longctx"}
     for name, r in engines.items():
-        if known_failure[name] and r.get("variant") == "longctx":
+        if name in crash_reported:
             state, detail = outcome(r)
             info(f"{name}: {state}", f"{detail} (reported, not judged: "
                                      f"{known_failure[name]})")
@@ -930,12 +932,11 @@ def summarize(results: dict) -> tuple[dict, bool]:
             continue
         # Judged where the base ran the same target code; a crash a tree is
         # known for is reported above.
-        greedy_pair(name, base, strict=same_target and not (
-            known_failure[name] and engines[name]["variant"] == "longctx"))
+        greedy_pair(name, base, strict=same_target and name not in crash_reported)
         sampled_pair(name, base, known_failure[name])
 
     for name, r in engines.items():
-        if known_failure[name] and r.get("variant") == "longctx":
+        if name in crash_reported:
             continue
         if r.get("draft") and "error" not in r and r.get("role") != "throughput":
             for phase in ("greedy", *(f"T{t}" for t in TEMPERATURES)):
