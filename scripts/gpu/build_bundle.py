@@ -60,6 +60,9 @@ import zipfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+# The tests' helpers (the wheel cache, the target list) are imported where used.
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
 SO_NAME = "vllm/_C_stable_libtorch.abi3.so"
 TRANSFER_LIMIT = 64 * 1024 * 1024  # what one call carries: the checkout and one part
 
@@ -109,16 +112,12 @@ def _metadata(version: str) -> str:
 
 
 def _targets() -> tuple[str, ...]:
-    if str(REPO) not in sys.path:
-        sys.path.insert(0, str(REPO))
     from tests.trees import TARGETS
 
     return TARGETS
 
 
 def _wheel_path(version: str) -> Path:
-    if str(REPO) not in sys.path:
-        sys.path.insert(0, str(REPO))
     from tests.wheels import vllm_wheel
 
     return vllm_wheel(version)
@@ -207,8 +206,6 @@ def build_0271_trees(out: Path) -> dict[str, list[str]]:
 def build_tests(out: Path) -> Path:
     """The GPU tests' inputs: upstream's test files for the fixes, as the
     runtime tests name them, and the kernel test's two vLLM files."""
-    if str(REPO) not in sys.path:
-        sys.path.insert(0, str(REPO))
     sys.path.insert(0, str(REPO / "tests" / "runtime" / "modules"))
     from _gpu_bundle import make_bundle
 
