@@ -38,7 +38,6 @@ from vllm.v1.worker.gpu.spec_decode.dflash.speculator import DFlashSpeculator
 logger = init_logger(__name__)
 
 
-
 def _draft_noise_salt() -> int:
     """What vLLM adds to a draft's sampling position so that its noise is not
     verification's (a Triton constexpr there), or 0 where it adds nothing."""
