@@ -1,11 +1,11 @@
 """What the upstream fixes the backport carries change in a running vLLM,
 observed in one interpreter (Triton's interpreter for the kernels).
 
-Run by tests/runtime/test_runtime_fixes.py in the pristine 0.27.1, the
-patched one and the one with the DFlash2 PR's edits alone; argv[1] is a JSON
-object naming the checks to run and their parameters. Each check reports
-what it saw, or the error it met: on a vLLM without a fix, an error is an
-observation too.
+Run by tests/runtime/test_runtime_worker_fixes.py (and the chi-square test)
+in the pristine 0.27.1, the patched one and the one with the DFlash2 PR's
+edits alone; argv[1] is a JSON object naming the checks to run and their
+parameters. Each check reports what it saw, or the error it met: on a vLLM
+without a fix, an error is an observation too.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What vLLM's config layer does with the upstream fixes the backport
 carries beside the DFlash2 PR's edits, observed in one interpreter.
 
-Run by test_runtime_fixes.py in each venv (0.27.1 pristine, patched by
+Run by test_runtime_config_fixes.py in each venv (0.27.1 pristine, patched by
 `apply --only-pr`, patched by `apply`). Where the venv has no
 `DFlash2DraftModel` (pristine), the architecture is first registered as an
 alias of the DFlash1 class, so that a DFlash2 draft's config builds and the
