@@ -82,3 +82,74 @@ def test_the_overlays_over_the_patched_tree_give_only_pr_and_pristine_0_27_1(tmp
         assert not (tree / ".removed").exists()
     # the files `apply` installs are gone from the pristine tree, folders too
     assert not (tmp_path / "pristine/vllm/v1/worker/gpu/spec_decode/dflash2").exists()
+
+
+@pytest.mark.parametrize(
+    "total,first,limit,sizes",
+    [
+        (10, 4, 5, [4, 5, 1]),
+        (10, 0, 5, [5, 5]),
+        (3, 4, 5, [3]),
+        (10, 4, 6, [4, 6]),
+        (70, 31, 61, [31, 39]),
+    ],
+    ids=["three", "no-room-first", "fits-in-first", "exact", "dsl-as-built"],
+)
+def test_a_stream_is_cut_to_fill_the_first_part_then_whole_parts(total, first, limit, sizes):
+    assert build_bundle().piece_sizes(total, first, limit) == sizes
+
+
+def run_assemble(pieces: Path, dest: Path) -> subprocess.CompletedProcess[str]:
+    """setup_device.sh's own `assemble_pieces` function, taken from the script."""
+    script = (SCRIPTS / "setup_device.sh").read_text()
+    function = script[script.index("assemble_pieces() {"):]
+    function = function[: function.index("\n}\n") + 3]
+    return subprocess.run(["bash", "-c", f'{function}assemble_pieces "$@"', "assemble",
+                           str(pieces), str(dest)], capture_output=True, text=True)
+
+
+def cut_tar(tmp_path: Path, first: int, limit: int) -> tuple[Path, list[Path]]:
+    """A small xz'd tar cut by the builder as it cuts the CuTe DSL; the pieces
+    gathered in one folder, as setup_device.sh gathers them."""
+    source = tmp_path / "src"
+    (source / "pkg" / "sub").mkdir(parents=True)
+    (source / "pkg" / "__init__.py").write_text("VALUE = 7\n")
+    (source / "pkg" / "sub" / "blob.bin").write_bytes(bytes(range(256)) * 300)
+    stream = tmp_path / "dsl.tar.xz"
+    subprocess.run(["tar", "-cJf", str(stream), "-C", str(source), "pkg"], check=True)
+    pieces = build_bundle().split_stream(stream, tmp_path / "out", first, limit)
+    gathered = tmp_path / "pieces"
+    gathered.mkdir()
+    for piece in [*pieces, tmp_path / "out" / "new" / "cute-dsl.json"]:
+        (gathered / piece.name).write_bytes(piece.read_bytes())
+    return gathered, pieces
+
+
+def test_the_dsl_pieces_travel_in_parts_and_unpack_together_once_all_are_there(tmp_path):
+    gathered, pieces = cut_tar(tmp_path, first=200, limit=300)
+    assert [p.parent.name for p in pieces][:2] == ["new", "dsl-1"]
+    assert len(pieces) >= 3
+    last = pieces[-1].name
+    held = (gathered / last).read_bytes()
+    (gathered / last).unlink()
+    waiting = run_assemble(gathered, tmp_path / "site")
+    assert (waiting.returncode, waiting.stdout.strip()) == (0, f"CuTe DSL: waiting for {last}")
+    assert not (tmp_path / "site" / ".dsl-complete").exists()
+
+    (gathered / last).write_bytes(held)
+    done = run_assemble(gathered, tmp_path / "site")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "site" / "pkg" / "__init__.py").read_text() == "VALUE = 7\n"
+    assert (tmp_path / "site" / "pkg" / "sub" / "blob.bin").read_bytes() == bytes(range(256)) * 300
+    assert (tmp_path / "site" / ".dsl-complete").exists()
+
+
+def test_pieces_that_do_not_make_the_stream_that_was_cut_are_refused(tmp_path):
+    gathered, pieces = cut_tar(tmp_path, first=0, limit=10**6)
+    assert [p.parent.name for p in pieces] == ["dsl-1"]
+    listing = gathered / "cute-dsl.json"
+    listing.write_text(listing.read_text().replace('"sha256": "', '"sha256": "0'))
+    refused = run_assemble(gathered, tmp_path / "site")
+    assert refused.returncode != 0
+    assert "the pieces do not make the stream that was cut" in refused.stderr
+    assert not (tmp_path / "site" / ".dsl-complete").exists()

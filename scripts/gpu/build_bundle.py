@@ -41,7 +41,12 @@ ever committed. Parts, each small enough to travel on its own:
                              it ships (vllm-tree-V.zip), its .so (vllm_C.so.xz;
                              in OUT/new-so/ when both do not fit in one part),
                              version.txt, and wheels/, the wheels it needs in
-                             other versions than main/'s or beside them
+                             other versions than main/'s or beside them;
+                             for 0.33.0 and later, cute-dsl.json and the first
+                             piece of the CuTe DSL (the unpacked wheels of
+                             nvidia-cutlass-dsl[cu13] and what it needs, as
+                             one xz'd tar)
+    OUT/dsl-N/               the CuTe DSL's other pieces, a part each
 
 scripts/gpu/setup_device.sh unpacks them there. The .so files load under
 other torch builds (stable ABI).
@@ -50,11 +55,13 @@ other torch builds (stable ABI).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import lzma
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import zipfile
 from pathlib import Path
@@ -82,6 +89,8 @@ WHEELS = [
     "python-json-logger", "setproctitle", "watchfiles",
     # imported by `vllm serve` alone
     "model-hosting-container-standards==0.1.16", "jmespath", "supervisor",
+    # gpu_tests.sh runs pytest, which the image need not have
+    "pytest", "pluggy", "iniconfig",
 ]
 PLATFORMS = [
     "manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_31_x86_64",
@@ -104,6 +113,16 @@ NEW_WHEELS = {
     "0.33.0": ["transformers>=5.16.1,<5.21", "tokenizers==0.23.3", "huggingface_hub==2.4.0",
                "safetensors==0.8.0", "orjson"],
 }
+# 0.33.0 and 0.34.0 require the CuTe DSL (`nvidia-cutlass-dsl[cu13]==4.8.0`)
+# and import it in the kernel warm-up; the image lacks it. Its cu13 compiler
+# library alone is 193 MB, so it travels as one xz'd tar of the unpacked
+# wheels (67 MiB), cut into pieces: the first fills what new/ leaves of a
+# part, the others are parts of their own (dsl-1/, ...).
+CUTE_DSL = ["nvidia-cutlass-dsl==4.8.0", "nvidia-cutlass-dsl-libs-base==4.8.0",
+            "nvidia-cutlass-dsl-libs-core==4.8.0", "nvidia-cutlass-dsl-libs-cu13==4.8.0",
+            "cuda-bindings>=13,<14", "cuda-pathfinder", "protobuf"]
+NEW_DSL = {"0.34.0": CUTE_DSL, "0.33.0": CUTE_DSL}
+DSL_STREAM = "cute-dsl.tar.xz"
 REMOVED_MEMBER = ".removed"
 
 
@@ -253,7 +272,7 @@ def compress_so(versions: tuple[str, ...], target: Path) -> list[dict[str, objec
 def build_new(out: Path, version: str) -> Path:
     """The newest release's part: its tree, its .so and its extra wheels; the
     .so moves to a part of its own when the three do not fit in one."""
-    for part in ("new", "new-so"):
+    for part in ("new", "new-so", *(path.name for path in out.glob("dsl-*"))):
         if (out / part).exists():
             shutil.rmtree(out / part)
     new = out / "new"
@@ -265,7 +284,67 @@ def build_new(out: Path, version: str) -> Path:
         (out / "new-so").mkdir()
         for name in ("vllm_C.so.xz", "sizes.json"):
             (new / name).rename(out / "new-so" / name)
+    if version in NEW_DSL:
+        split_stream(dsl_stream(out, NEW_DSL[version]), out,
+                     part_limit() - _size(new) - (1 << 16), part_limit())
     return new
+
+
+def dsl_stream(out: Path, specs: list[str]) -> Path:
+    """The unpacked wheels of `specs` as one tar, xz'd; kept in OUT/.dsl/ by
+    the specs' hash, since compressing 280 MB takes minutes."""
+    key = hashlib.sha256("\n".join(specs).encode()).hexdigest()[:16]
+    stream = out / ".dsl" / f"{key}.tar.xz"
+    if stream.exists():
+        return stream
+    stream.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        site = Path(tmp) / "site"
+        for wheel in sorted(download_wheels(Path(tmp) / "wheels", specs).glob("*.whl")):
+            with zipfile.ZipFile(wheel) as archive:
+                archive.extractall(site)
+        tar = Path(tmp) / "dsl.tar"
+        with tarfile.open(tar, "w", format=tarfile.PAX_FORMAT) as archive:
+            for path in sorted(site.rglob("*")):
+                archive.add(path, path.relative_to(site).as_posix(), recursive=False)
+        partial = stream.with_suffix(".partial")
+        with open(partial, "wb") as sink:
+            subprocess.run(["xz", "-9", "-T0", "-c", str(tar)], stdout=sink, check=True)
+        partial.rename(stream)
+    return stream
+
+
+def piece_sizes(total: int, first: int, limit: int) -> list[int]:
+    """How to cut `total` bytes: a first piece of at most `first` (none when
+    there is no room), then pieces of at most `limit`."""
+    sizes = [min(total, first)] if first > 0 else []
+    left = total - sum(sizes)
+    while left > 0:
+        sizes.append(min(left, limit))
+        left -= sizes[-1]
+    return sizes
+
+
+def split_stream(stream: Path, out: Path, first: int, limit: int) -> list[Path]:
+    """Cut the DSL stream into pieces: OUT/new/ gets the first and
+    cute-dsl.json (the pieces' names, sizes and hashes), each other piece
+    is a part of its own, OUT/dsl-N/."""
+    data = stream.read_bytes()
+    sizes = piece_sizes(len(data), first, limit)
+    pieces, offset = [], 0
+    for index, size in enumerate(sizes):
+        part = out / ("new" if index == 0 and first > 0 else f"dsl-{index + (first <= 0)}")
+        part.mkdir(parents=True, exist_ok=True)
+        piece = part / f"{DSL_STREAM}.{index}"
+        piece.write_bytes(data[offset:offset + size])
+        offset += size
+        pieces.append(piece)
+    (out / "new").mkdir(parents=True, exist_ok=True)
+    (out / "new" / "cute-dsl.json").write_text(json.dumps({
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "pieces": [{"name": p.name, "bytes": p.stat().st_size} for p in pieces],
+    }))
+    return pieces
 
 
 def download_wheels(directory: Path, specs: list[str]) -> Path:
@@ -319,6 +398,7 @@ def main() -> int:
     if args.new_version:
         print("new:", build_new(out, args.new_version))
         parts += [part for part in ("new-so", "new") if (out / part).exists()]
+        parts += sorted(path.name for path in out.glob("dsl-*"))
     limit = part_limit()
     print(f"limit of a part: {limit / 2**20:.1f} MiB")
     for part in parts:

@@ -8,7 +8,8 @@
 #   /tmp/vt28   upstream 0.28.0's tree, METADATA and .so
 #   /tmp/vtnew  the newest upstream release's tree, METADATA and .so
 #   /tmp/site   the wheels, shared by all
-#   /tmp/sitenew the newest release's own wheels, before /tmp/site for it only
+#   /tmp/sitenew the newest release's own wheels, before /tmp/site for it only,
+#               and the CuTe DSL it needs (pieces in new/ and dsl-N/)
 # Each tree complete here gets TREE/.pythonpath: one line, the PYTHONPATH
 # entries that run it (/tmp/vtnew's: /tmp/vtnew:/tmp/sitenew:/tmp/site), and
 # /tmp/vtnew/.version the release it holds.
@@ -90,6 +91,56 @@ if [ -d "$bundle/new/wheels" ] && [ ! -f /tmp/sitenew/.complete ]; then
         --target /tmp/sitenew "$bundle"/new/wheels/*.whl
     touch /tmp/sitenew/.complete
     echo "installed $(ls "$bundle"/new/wheels | wc -l) wheels into /tmp/sitenew"
+fi
+# The CuTe DSL comes in pieces over new/ and dsl-N/, which may travel in
+# different calls: each is kept in /tmp/dsl-pieces when it arrives, and once
+# every piece new/cute-dsl.json lists is there they are unpacked together.
+assemble_pieces() {  # assemble_pieces PIECES DEST: unpack PIECES/cute-dsl.json's stream into DEST
+    python3 - "$1" "$2" <<'EOF'
+import hashlib, json, os, sys, tarfile
+pieces, dest = sys.argv[1:]
+listing = json.load(open(os.path.join(pieces, "cute-dsl.json")))
+missing = [p["name"] for p in listing["pieces"]
+           if not os.path.isfile(os.path.join(pieces, p["name"]))
+           or os.path.getsize(os.path.join(pieces, p["name"])) != p["bytes"]]
+if missing:
+    print("CuTe DSL: waiting for", *missing)
+    sys.exit(0)
+
+class Chain:  # the pieces read as one stream, hashed on the way
+    def __init__(self, names):
+        self.files = [open(os.path.join(pieces, n), "rb") for n in names]
+        self.hash = hashlib.sha256()
+    def read(self, size=-1):
+        while self.files:
+            data = self.files[0].read(size)
+            if data:
+                self.hash.update(data)
+                return data
+            self.files.pop(0).close()
+        return b""
+
+stream = Chain([p["name"] for p in listing["pieces"]])
+os.makedirs(dest, exist_ok=True)
+with tarfile.open(fileobj=stream, mode="r|xz") as archive:
+    archive.extractall(dest, filter="tar")
+stream.read()
+if stream.hash.hexdigest() != listing["sha256"]:
+    sys.exit("CuTe DSL: the pieces do not make the stream that was cut")
+open(os.path.join(dest, ".dsl-complete"), "w").close()
+print("unpacked the CuTe DSL into", dest)
+EOF
+}
+if [ ! -f /tmp/sitenew/.dsl-complete ]; then
+    for piece in "$bundle"/new/cute-dsl.* "$bundle"/dsl-*/cute-dsl.*; do
+        if [ -f "$piece" ] && [ ! -f "/tmp/dsl-pieces/${piece##*/}" ]; then
+            mkdir -p /tmp/dsl-pieces && cp "$piece" /tmp/dsl-pieces/
+        fi
+    done
+    if [ -f /tmp/dsl-pieces/cute-dsl.json ]; then
+        assemble_pieces /tmp/dsl-pieces /tmp/sitenew
+        [ -f /tmp/sitenew/.dsl-complete ] && rm -rf /tmp/dsl-pieces
+    fi
 fi
 if [ -d "$bundle/main/wheels" ] && [ ! -f /tmp/site/.complete ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
