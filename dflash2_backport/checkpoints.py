@@ -107,6 +107,49 @@ def save_safetensors(path: Path, tensors: dict[str, np.ndarray]) -> None:
             handle.write(np.ascontiguousarray(tensors[name], dtype="<f4").data)
 
 
+def bf16_bits(values: np.ndarray) -> np.ndarray:
+    """float32 -> bfloat16 bit patterns (uint16), rounded to nearest, ties to
+    even, as torch rounds; a NaN stays a NaN (rounding could carry it to inf)."""
+    bits = np.ascontiguousarray(values, dtype="<f4").view("<u4")
+    # In place on one temporary: these arrays run to hundreds of MB.
+    rounded = bits >> np.uint32(16)
+    rounded &= np.uint32(1)
+    rounded += np.uint32(0x7FFF)
+    rounded += bits
+    rounded >>= np.uint32(16)
+    out = rounded.astype("<u2")
+    nan = np.isnan(values)
+    if nan.any():
+        out[nan] = 0x7FC0
+    return out
+
+
+def save_safetensors_bf16(path: Path, shapes: dict[str, tuple[int, ...]], fill) -> None:
+    """Write bfloat16 tensors one at a time: `fill(name)` returns each as
+    float32 values or as bf16 bits (uint16), so that a model of many GB never
+    sits in memory whole."""
+    header, offset = {}, 0
+    names = sorted(shapes)
+    for name in names:
+        size = math.prod(shapes[name]) * 2
+        header[name] = {"dtype": "BF16", "shape": list(shapes[name]),
+                        "data_offsets": [offset, offset + size]}
+        offset += size
+    header["__metadata__"] = {"format": "pt"}
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    raw += b" " * (-len(raw) % 8)
+    with open(path, "wb") as handle:
+        handle.write(struct.pack("<Q", len(raw)))
+        handle.write(raw)
+        for name in names:
+            tensor = fill(name)
+            if tuple(tensor.shape) != tuple(shapes[name]):
+                raise ValueError(f"{name}: shape {tensor.shape}, header says {shapes[name]}")
+            if tensor.dtype != np.uint16:
+                tensor = bf16_bits(tensor)
+            handle.write(np.ascontiguousarray(tensor, dtype="<u2").data)
+
+
 def read_safetensors_header(path: Path) -> dict:
     with open(path, "rb") as handle:
         (length,) = struct.unpack("<Q", handle.read(8))

@@ -1,0 +1,493 @@
+"""DFlash2's speed on the patched vLLM 0.27.1 against upstream 0.28.0, on a
+GPU-bound target (Qwen3-8B's shape) at two known acceptance rates.
+
+    python3 scripts/gpu/speed.py models --run DIR
+    python3 scripts/gpu/speed.py run --run DIR --round N [--engines a,b,...]
+                                     [--budget S] [--copy-to OUT] [--profile]
+    python3 scripts/gpu/speed.py report --run DIR [--copy-to OUT]
+    python3 scripts/gpu/speed.py plan
+
+`models` writes the checkpoints (dflash2_backport/speed_models.py) once per
+machine. `run` starts each engine of a round in its own process, one after
+another, alone on the GPU: `base` and `dflash2` on 0.27.1 (/tmp/vt),
+`up_base` and `up_dflash2` on 0.28.0 (/tmp/vt28), versions alternated and
+the order flipped every other round. Each engine warms up, then repeats every
+cell (regime high or low x load c1 or b32) until its repetitions are done or
+the call's budget runs short, saving after every repetition. `report` reads
+every round's files and prints the tables and verdicts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from dflash2_backport import speed_stats  # noqa: E402
+from dflash2_backport.speed_models import (  # noqa: E402
+    SPEED_SHAPES,
+    write_speed_models,
+)
+
+SHAPE = "8b"
+# engine: (tree, draft); trees as driver.py names them.
+ENGINES = {"base": ("closure", None), "dflash2": ("closure", "dflash2"),
+           "up_base": ("up", None), "up_dflash2": ("up", "dflash2")}
+VERSIONS = {"closure": "0.27.1", "up": "0.28.0"}
+REGIMES = ("high", "low")
+LOADS = {"c1": 1, "b32": 32}
+CELLS = [f"{regime}_{load}" for regime in REGIMES for load in LOADS]
+C1_REQUESTS = 2
+OUTPUT_TOKENS = 128
+PROMPT_TOKENS = 64
+REPS = 8
+WARMUPS = 2
+# One request and 32, each also as a verification step of 16 tokens a
+# request: every decode step of every cell replays a captured graph.
+CAPTURE_SIZES = [1, 16, 32, 512]
+GPU_MEMORY_UTILIZATION = 0.3
+# Seconds an engine needs to save its figures and exit after its last one.
+EXIT_MARGIN = 20.0
+MIN_ENGINE_S = 150.0
+TIMING_PATTERNS = {
+    "load_s": r"Model loading took [\d.]+ GiB(?: memory)? and ([\d.]+) seconds",
+    "compile_s": r"torch\.compile (?:and initial profiling/warmup run together )?"
+                 r"took ([\d.]+) s in total",
+    "capture_s": r"Graph capturing finished in ([\d.]+) secs",
+    "init_engine_s": r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s",
+}
+
+
+def round_order(round_number: int) -> list[str]:
+    """A/B/A/B by version, each kind's pair in the other order every other
+    round, so that neither version always runs first on a warm machine."""
+    pairs = [("base", "up_base"), ("dflash2", "up_dflash2")]
+    return [name for pair in pairs
+            for name in (pair if round_number % 2 else pair[::-1])]
+
+
+def engine_kwargs(name: str, models: dict) -> dict:
+    """The LLM(...) arguments of an engine; builds nothing."""
+    s = SPEED_SHAPES[SHAPE]
+    _, draft = ENGINES[name]
+    kwargs = dict(
+        model=models["target"], dtype="bfloat16", skip_tokenizer_init=True, seed=0,
+        max_model_len=PROMPT_TOKENS + OUTPUT_TOKENS + s["block_size"],
+        max_num_seqs=max(LOADS.values()),
+        gpu_memory_utilization=GPU_MEMORY_UTILIZATION,
+        kv_cache_memory_bytes=s["kv_bytes"], enforce_eager=False,
+        disable_log_stats=False, enable_prefix_caching=False,
+        attention_config={"backend": "TRITON_ATTN"},
+        compilation_config={"cudagraph_capture_sizes": CAPTURE_SIZES},
+    )
+    if draft:
+        kwargs["speculative_config"] = {
+            "method": "dflash", "model": models[draft],
+            "num_speculative_tokens": s["block_size"] - 1,
+            "attention_backend": "TRITON_ATTN",
+        }
+    return kwargs
+
+
+def engine_timings(log: str) -> dict:
+    """vLLM's own start-up figures from an engine's log, summed where the
+    target and the draft each report one."""
+    found = {}
+    for key, pattern in TIMING_PATTERNS.items():
+        values = [float(v) for v in re.findall(pattern, log)]
+        if values:
+            found[key] = round(sum(values), 1)
+    return found
+
+
+# --------------------------------------------------------------------------
+# One engine (its own process)
+# --------------------------------------------------------------------------
+
+def run_engine(args) -> None:
+    started = time.time()
+    models = json.loads(Path(args.models).read_text())
+    result = {"engine": args.name, "round": args.round, "version": VERSIONS[ENGINES[args.name][0]],
+              "cells": {}, "timings": {}, "errors": {}}
+    result_path = Path(args.result)
+
+    def save():
+        result_path.write_text(json.dumps(result))
+
+    import vllm
+    from vllm import LLM, SamplingParams
+
+    from dflash2_backport.gpu_probes import counter_delta, spec_counters
+
+    result["vllm_file"] = vllm.__file__
+    result["timings"]["import_s"] = round(time.time() - started, 1)
+    t = time.time()
+    llm = LLM(**engine_kwargs(args.name, models))
+    result["timings"]["startup_s"] = round(time.time() - t, 1)
+    save()
+    prompts = json.loads(Path(models["prompts"]).read_text())
+    params = SamplingParams(temperature=0.0, max_tokens=OUTPUT_TOKENS, ignore_eos=True,
+                            detokenize=False)
+
+    def generate(batch):
+        outputs = llm.generate([{"prompt_token_ids": p} for p in batch], params,
+                               use_tqdm=False)
+        return [list(o.outputs[0].token_ids) for o in outputs]
+
+    def repetition(cell):
+        """(output tokens/s, per-request tokens/s, spec counters, first output)."""
+        regime, load = cell.split("_")
+        before = spec_counters(llm)
+        if LOADS[load] == 1:
+            per_request, tokens, elapsed = [], 0, 0.0
+            for prompt in prompts[regime][:C1_REQUESTS]:
+                t = time.perf_counter()
+                out = generate([prompt])
+                took = time.perf_counter() - t
+                per_request.append(len(out[0]) / took)
+                tokens, elapsed = tokens + len(out[0]), elapsed + took
+        else:
+            t = time.perf_counter()
+            out = generate(prompts[regime][:LOADS[load]])
+            elapsed = time.perf_counter() - t
+            tokens, per_request = sum(map(len, out)), []
+        return tokens / elapsed, per_request, counter_delta(spec_counters(llm), before), out
+
+    t = time.time()
+    for _ in range(args.warmups):
+        for cell in CELLS:
+            repetition(cell)
+    result["timings"]["warmup_s"] = round(time.time() - t, 1)
+    t, cycle = time.time(), 0.0
+    for _ in range(args.reps):
+        if cycle and time.time() + 1.2 * cycle + EXIT_MARGIN > args.stop_at:
+            result["errors"]["budget"] = "stopped early: the call's budget ran short"
+            break
+        cycle_start = time.time()
+        for cell in CELLS:
+            rate, per_request, counters, out = repetition(cell)
+            entry = result["cells"].setdefault(cell, {"reps": [], "per_request": [],
+                                                      "counters": []})
+            entry["reps"].append(rate)
+            entry["per_request"].append(per_request)
+            entry["counters"].append(counters)
+            entry["first_output"] = out[0][:32]
+            entry["output_tokens"] = sum(map(len, out))
+        cycle = time.time() - cycle_start
+        result["timings"]["measure_s"] = round(time.time() - t, 1)
+        save()
+    if args.profile and ENGINES[args.name][1]:
+        try:
+            result["profile"] = profile_decode_steps(
+                llm, prompts, params, Path(args.result), lambda: spec_counters(llm))
+        except Exception:  # noqa: BLE001 - the figures above stand without it
+            import traceback
+
+            result["errors"]["profile"] = traceback.format_exc()[-2000:]
+    result["timings"]["process_s"] = round(time.time() - started, 1)
+    save()
+    print(f"[{args.name}] done", flush=True)
+
+
+def profile_decode_steps(llm, prompts, params, result_path: Path, counters) -> dict:
+    """torch.profiler over one engine step of the high regime once its
+    requests decode, per load, driven step by step; kernels by CUDA time.
+    The drafts the step made say how many decode steps it held."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    engine = llm.llm_engine
+    written = {}
+    for load, count in LOADS.items():
+        for i, prompt in enumerate(prompts["high"][:count]):
+            engine.add_request(f"profile-{load}-{i}", {"prompt_token_ids": prompt}, params)
+        for _ in range(3):  # the prefill, then decode steps
+            engine.step()
+        torch.cuda.synchronize()
+        before = counters()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            engine.step()
+            torch.cuda.synchronize()
+        drafts = counters().get("num_drafts", 0.0) - before.get("num_drafts", 0.0)
+        while engine.has_unfinished_requests():
+            engine.step()
+        averages = prof.key_averages()
+        try:
+            table = averages.table(sort_by="self_device_time_total", row_limit=30)
+        except (AttributeError, KeyError, ValueError):
+            table = averages.table(sort_by="self_cuda_time_total", row_limit=30)
+        path = result_path.with_name(f"{result_path.stem}-profile-{load}.txt")
+        path.write_text(f"{count} requests, {drafts:.0f} drafts in the profiled step\n{table}")
+        written[load] = {"file": path.name, "drafts": drafts}
+    return written
+
+
+# --------------------------------------------------------------------------
+# Orchestration
+# --------------------------------------------------------------------------
+
+def _copy(run: Path, target: Path | None) -> None:
+    if target is None:
+        return
+    for sub in ("results", "logs"):
+        if (run / sub).is_dir():
+            shutil.copytree(run / sub, target / sub, dirs_exist_ok=True)
+
+
+def run_round(args) -> int:
+    import driver
+
+    run = args.run
+    models = run / "models.json"
+    if not models.is_file():
+        raise SystemExit(f"{models} is missing: run `speed.py models --run {run}` first")
+    (run / "results").mkdir(parents=True, exist_ok=True)
+    (run / "logs").mkdir(parents=True, exist_ok=True)
+    deadline = time.time() + args.budget
+    trees = {"closure": args.tree_0271, "up": args.tree_0280}
+    names = args.engines.split(",") if args.engines else round_order(args.round)
+    failed = 0
+    for name in names:
+        left = deadline - time.time()
+        if left < args.min_engine_s:
+            print(f"[round {args.round} {name}] skipped: {left:.0f} s of the budget left",
+                  flush=True)
+            failed += 1
+            continue
+        tree = ENGINES[name][0]
+        # The target's torch.compile cache is shared by a version's engines
+        # and by its later rounds: only the first start compiles.
+        env = driver._engine_env(dict(os.environ), tree, trees, args.site, run,
+                                 f"cache-{VERSIONS[tree]}")
+        # The engine core in this process, where the profiler sees its kernels;
+        # FlashInfer's sampler is not on the machine.
+        env.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        env.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
+        stem = f"round{args.round}-{name}"
+        result, log_path = run / "results" / f"{stem}.json", run / "logs" / f"{stem}.log"
+        command = [sys.executable, __file__, "engine", "--name", name,
+                   "--round", str(args.round), "--models", str(models),
+                   "--result", str(result), "--reps", str(args.reps),
+                   "--warmups", str(args.warmups), "--stop-at", str(deadline)]
+        if args.profile:
+            command.append("--profile")
+        started = time.time()
+        with open(log_path, "w") as log:
+            proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+            try:
+                proc.wait(timeout=max(1.0, deadline - time.time()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        text = log_path.read_text(errors="replace")
+        figures = json.loads(result.read_text()) if result.is_file() else {}
+        figures.setdefault("timings", {}).update(engine_timings(text))
+        figures["timings"]["wall_s"] = round(time.time() - started, 1)
+        figures["exit"] = proc.returncode
+        figures["cache_root"] = env["VLLM_CACHE_ROOT"]
+        result.write_text(json.dumps(figures))
+        failed += proc.returncode != 0
+        print(f"[round {args.round} {name}] exit {proc.returncode}: "
+              + timing_line(figures), flush=True)
+        if proc.returncode != 0:
+            print(driver.log_tail(text, 8), flush=True)
+        _copy(run, args.copy_to)
+    return 1 if failed else 0
+
+
+def timing_line(figures: dict) -> str:
+    t = figures.get("timings", {})
+    reps = len(next(iter(figures.get("cells", {}).values()), {}).get("reps", []))
+
+    def s(key):
+        return f"{t[key]:.0f} s" if key in t else "-"
+
+    return (f"wall {s('wall_s')}; import {s('import_s')}, start {s('startup_s')} "
+            f"(load {s('load_s')}, compile {s('compile_s')}, capture {s('capture_s')}, "
+            f"init engine {s('init_engine_s')}), warm-up {s('warmup_s')}, "
+            f"measurement {s('measure_s')} for {reps} repetitions")
+
+
+# --------------------------------------------------------------------------
+# Report
+# --------------------------------------------------------------------------
+
+def load_results(run: Path) -> dict:
+    """engine -> round -> its result file's contents."""
+    found: dict[str, dict[int, dict]] = {}
+    for path in sorted((run / "results").glob("round*-*.json")):
+        data = json.loads(path.read_text())
+        if "engine" in data:
+            found.setdefault(data["engine"], {})[int(data["round"])] = data
+    return found
+
+
+def cell_rounds(results: dict, engine: str, cell: str) -> list[list[float]]:
+    return [r["cells"][cell]["reps"] for _, r in sorted(results.get(engine, {}).items())
+            if r.get("cells", {}).get(cell, {}).get("reps")]
+
+
+def acceptance_length(results: dict, engine: str, cell: str) -> float | None:
+    drafts = accepted = 0.0
+    for r in results.get(engine, {}).values():
+        for counters in r.get("cells", {}).get(cell, {}).get("counters", []):
+            drafts += counters.get("num_drafts", 0.0)
+            accepted += counters.get("num_accepted_tokens", 0.0)
+    return 1 + accepted / drafts if drafts else None
+
+
+def summarize(results: dict) -> dict:
+    """Per cell: each version's medians, speedup, acceptance, and the ratio
+    of speedups with its verdict; cells without data are left out."""
+    summary = {}
+    for cell in CELLS:
+        rows, rounds = {}, {}
+        for version, prefix in (("0.27.1", ""), ("0.28.0", "up_")):
+            base = cell_rounds(results, f"{prefix}base", cell)
+            spec = cell_rounds(results, f"{prefix}dflash2", cell)
+            rounds[version] = (base, spec)
+            if not (base and spec):
+                continue
+            rows[version] = {
+                "base": speed_stats.median_interval(base),
+                "dflash2": speed_stats.median_interval(spec),
+                "speedup": speed_stats.speedup_interval(base, spec),
+                "acceptance_length": acceptance_length(results, f"{prefix}dflash2", cell),
+                "rounds": len(spec), "reps": sum(map(len, spec)),
+            }
+        entry = {"rows": rows}
+        if len(rows) == 2:
+            entry["ratio"] = speed_stats.ratio_of_speedups(
+                *rounds["0.27.1"], *rounds["0.28.0"])
+        summary[cell] = entry
+    return summary
+
+
+def _ci(interval: dict, digits: int = 0) -> str:
+    return (f"{interval['point']:.{digits}f} [{interval['lo']:.{digits}f}, "
+            f"{interval['hi']:.{digits}f}]")
+
+
+def format_report(summary: dict) -> str:
+    lines = []
+    for cell, entry in summary.items():
+        regime, load = cell.split("_")
+        lines.append(f"== {regime} acceptance, {load} "
+                     f"({'1 request at a time' if LOADS[load] == 1 else '32 at once'}): "
+                     "output tokens/s, median [95% CI]")
+        lines.append(f"{'version':<8} {'no spec':>22} {'DFlash2':>22} {'speedup':>22} "
+                     f"{'accept len':>10} {'reps':>9}")
+        for version, row in entry["rows"].items():
+            length = row["acceptance_length"]
+            lines.append(
+                f"{version:<8} {_ci(row['base']):>22} {_ci(row['dflash2']):>22} "
+                f"{_ci(row['speedup'], 3):>22} "
+                f"{(f'{length:.2f}' if length else '-'):>10} "
+                f"{row['reps']:>3} in {row['rounds']:>1}")
+        ratio = entry.get("ratio")
+        if ratio:
+            lines.append(f"speedup ratio 0.27.1 / 0.28.0: {_ci(ratio, 3)} "
+                         f"(+-{100 * ratio['half_width']:.1f}%): {ratio['verdict']}")
+        else:
+            lines.append("speedup ratio: both versions' base and DFlash2 figures needed")
+        lines.append("")
+    goal = summary.get("high_c1", {}).get("rows", {}).get("0.27.1")
+    if goal:
+        speedup = goal["speedup"]
+        met = "met" if speedup["point"] >= 2.0 else "SHORT: run with --profile"
+        lines.append(f"high acceptance, 1 request at a time, 0.27.1: DFlash2 "
+                     f"{_ci(speedup, 2)}x no speculation (expected >= 2x: {met})")
+    return "\n".join(lines)
+
+
+def report(args) -> int:
+    results = load_results(args.run)
+    summary = summarize(results)
+    text = format_report(summary)
+    timing = [f"round {n} {engine}: {timing_line(r)}"
+              for engine, rounds in sorted(results.items())
+              for n, r in sorted(rounds.items())]
+    text = text + "\n\nper process:\n" + "\n".join(timing)
+    print(text)
+    for target in (args.run, args.copy_to):
+        if target is not None:
+            target.mkdir(parents=True, exist_ok=True)
+            (target / "report.txt").write_text(text + "\n")
+            (target / "report.json").write_text(json.dumps(summary, indent=1))
+    verdicts = [e["ratio"]["verdict"] for e in summary.values() if "ratio" in e]
+    return 0 if verdicts and all(v == "PASS" for v in verdicts) else 1
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    models = sub.add_parser("models", help="write the checkpoints (kept when there)")
+    models.add_argument("--run", type=Path, required=True)
+    run = sub.add_parser("run", help="one round of engines, results appended")
+    run.add_argument("--run", type=Path, required=True)
+    run.add_argument("--round", type=int, required=True)
+    run.add_argument("--engines", default="",
+                     help=f"comma-separated, run in this order (default: round_order); "
+                          f"among {sorted(ENGINES)}")
+    run.add_argument("--budget", type=float, default=540.0,
+                     help="seconds this call may spend on engines; each stops "
+                          "repeating in time to save, and one that would start "
+                          "with less than --min-engine-s left is skipped")
+    run.add_argument("--min-engine-s", type=float, default=MIN_ENGINE_S)
+    run.add_argument("--reps", type=int, default=REPS)
+    run.add_argument("--warmups", type=int, default=WARMUPS)
+    run.add_argument("--profile", action="store_true",
+                     help="DFlash2 engines also profile a decode step per load")
+    run.add_argument("--copy-to", type=Path)
+    run.add_argument("--tree-0271", default="/tmp/vt")
+    run.add_argument("--tree-0280", default="/tmp/vt28")
+    run.add_argument("--site", default="/tmp/site")
+    rep = sub.add_parser("report", help="tables and verdicts from every round")
+    rep.add_argument("--run", type=Path, required=True)
+    rep.add_argument("--copy-to", type=Path)
+    sub.add_parser("plan", help="print each engine's arguments and the round order")
+    engine = sub.add_parser("engine", help=argparse.SUPPRESS)
+    engine.add_argument("--name", required=True, choices=sorted(ENGINES))
+    engine.add_argument("--round", type=int, required=True)
+    engine.add_argument("--models", required=True)
+    engine.add_argument("--result", required=True)
+    engine.add_argument("--reps", type=int, default=REPS)
+    engine.add_argument("--warmups", type=int, default=WARMUPS)
+    engine.add_argument("--stop-at", type=float, required=True)
+    engine.add_argument("--profile", action="store_true")
+    args = parser.parse_args(argv)
+    if args.command == "models":
+        t = time.time()
+        args.run.mkdir(parents=True, exist_ok=True)
+        paths = write_speed_models(args.run / "models", SHAPE)
+        (args.run / "models.json").write_text(json.dumps(paths, indent=1))
+        print(json.dumps(paths, indent=1))
+        print(f"models: {time.time() - t:.0f} s", flush=True)
+        return 0
+    if args.command == "plan":
+        paths = {"target": "TARGET", "dflash2": "DFLASH2", "prompts": "PROMPTS"}
+        print(json.dumps({"order": {n: round_order(n) for n in (1, 2)},
+                          "engines": {n: engine_kwargs(n, paths) for n in ENGINES}},
+                         indent=1))
+        return 0
+    if args.command == "engine":
+        run_engine(args)
+        return 0
+    if args.command == "run":
+        unknown = [n for n in args.engines.split(",") if n and n not in ENGINES]
+        if unknown:
+            parser.error(f"unknown engines {unknown}; known: {sorted(ENGINES)}")
+        return run_round(args)
+    return report(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

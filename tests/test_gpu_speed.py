@@ -1,0 +1,492 @@
+"""The speed benchmark's parts that need no GPU: bfloat16 writing, the
+8B-shaped checkpoints' construction (checked against a numpy model of greedy
+drafting), the statistics and verdicts, and the scripts' plans and tables
+(scripts/gpu/speed.py, scripts/gpu/kernel_speed.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import struct
+import sys
+from pathlib import Path
+
+import pytest
+
+np = pytest.importorskip("numpy")
+
+from dflash2_backport import speed_stats  # noqa: E402
+from dflash2_backport.checkpoints import (  # noqa: E402
+    bf16_bits,
+    read_safetensors_header,
+    save_safetensors_bf16,
+)
+from dflash2_backport.speed_models import (  # noqa: E402
+    SPEED_SHAPES,
+    draft_tensors,
+    parameter_count,
+    residual_scale,
+    target_tensors,
+    write_speed_models,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(
+        f"gpu_{name}", ROOT / "scripts" / "gpu" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[f"gpu_{name}"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+speed = _load("speed")
+kernel_speed = _load("kernel_speed")
+
+
+# --------------------------------------------------------------------------
+# bfloat16
+# --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value, bits", [
+    (1.0, 0x3F80),
+    (-2.0, 0xC000),
+    (0.0, 0x0000),
+    (1 + 2**-8, 0x3F80),             # halfway, ties to the even 0x3F80
+    (1 + 3 * 2**-8, 0x3F82),         # halfway, ties to the even 0x3F82
+    (1 + 2**-8 + 2**-20, 0x3F81),    # past halfway: up
+    (1 + 2**-8 - 2**-20, 0x3F80),    # short of halfway: down
+    (3.4028234663852886e38, 0x7F80),  # float32's largest rounds to inf
+    (float("inf"), 0x7F80),
+])
+def test_float32_rounds_to_the_nearest_bfloat16_ties_to_even(value, bits):
+    assert int(bf16_bits(np.array([value], np.float32))[0]) == bits
+
+
+def test_a_nan_stays_a_nan_in_bfloat16():
+    nan_with_high_payload = np.array([0x7FFFFFFF], np.uint32).view(np.float32)
+    out = int(bf16_bits(nan_with_high_payload)[0])
+    assert out & 0x7F80 == 0x7F80 and out & 0x007F
+
+
+def _read_bf16(path: Path) -> dict:
+    header = read_safetensors_header(path)
+    data = path.read_bytes()
+    (length,) = struct.unpack("<Q", data[:8])
+    found = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        assert entry["dtype"] == "BF16"
+        start, end = entry["data_offsets"]
+        raw = np.frombuffer(data[8 + length + start:8 + length + end], "<u2")
+        found[name] = (raw.astype(np.uint32) << 16).view(np.float32).reshape(entry["shape"])
+    return found
+
+
+def test_bf16_tensors_are_written_one_at_a_time_in_the_safetensors_layout(tmp_path):
+    asked = []
+
+    def fill(name):
+        asked.append(name)
+        return {"b": np.array([[1.0, -2.0, 0.5]], np.float32),
+                "a": np.array([0x3F80, 0x4000], np.uint16)}[name]
+
+    path = tmp_path / "m.safetensors"
+    save_safetensors_bf16(path, {"b": (1, 3), "a": (2,)}, fill)
+    assert asked == ["a", "b"]
+    tensors = _read_bf16(path)
+    assert tensors["a"].tolist() == [1.0, 2.0]
+    assert tensors["b"].tolist() == [[1.0, -2.0, 0.5]]
+    assert read_safetensors_header(path)["b"]["data_offsets"] == [4, 10]
+
+
+def test_a_tensor_of_another_shape_than_its_header_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="shape"):
+        save_safetensors_bf16(tmp_path / "m.safetensors", {"a": (2, 2)},
+                              lambda name: np.zeros(4, np.float32))
+
+
+# --------------------------------------------------------------------------
+# The 8B-shaped checkpoints
+# --------------------------------------------------------------------------
+
+def test_the_8b_target_has_qwen3_8bs_parameter_count():
+    shapes, _ = target_tensors(0, SPEED_SHAPES["8b"])
+    assert parameter_count(shapes) == 8_190_735_360
+
+
+def test_the_8b_drafts_fc_reads_every_target_layer_it_names():
+    s = SPEED_SHAPES["8b"]
+    shapes, _ = draft_tensors(1, s)
+    assert shapes["fc.weight"] == (4096, 5 * 4096)
+    assert all(0 <= i < s["target_layers"] - 1 for i in s["target_layer_ids"])
+
+
+@pytest.mark.parametrize("layers, reference, scale", [
+    (2, 2, 0.3),
+    (36, 2, 0.3 / math.sqrt(18)),
+    (5, 1, 0.3 / math.sqrt(5)),
+])
+def test_the_residual_shrinks_so_that_the_summed_noise_stays(layers, reference, scale):
+    assert residual_scale(layers, reference) == pytest.approx(scale)
+
+
+@pytest.fixture(scope="module")
+def mini(tmp_path_factory):
+    out = tmp_path_factory.mktemp("speed")
+    paths = write_speed_models(out, "mini")
+    s = SPEED_SHAPES["mini"]
+    return {"s": s, "target": _read_bf16(Path(paths["target"]) / "model.safetensors"),
+            "draft": _read_bf16(Path(paths["dflash2"]) / "model.safetensors"),
+            "prompts": json.loads(Path(paths["prompts"]).read_text()),
+            "draft_config": json.loads((Path(paths["dflash2"]) / "config.json").read_text())}
+
+
+def _unit_rms(x):
+    return x / np.sqrt(np.mean(x * x))
+
+
+def _target_next(m, token):
+    """The target as a bigram model: the embedding through the output head,
+    the layers' small noise left out (the GPU run measures with it)."""
+    t = m["target"]
+    return int(np.argmax(t["lm_head.weight"] @ _unit_rms(t["model.embed_tokens.weight"][token])))
+
+
+def _draft_walk(m, anchor):
+    """The draft at its mask slots, the layers' noise left out: the head's
+    top-k candidates, then the selector's greedy walk from the anchor."""
+    t, d, s = m["target"], m["draft"], m["s"]
+    hidden = _unit_rms(t["model.embed_tokens.weight"][s["mask_token"]])
+    unary = t["lm_head.weight"] @ hidden
+    candidates = np.argsort(-unary)[:s["top_k"]]
+    gate = d["candidate_selector.hidden_projection.weight"] @ hidden
+    predecessor = d["candidate_selector.predecessor_codebook"]
+    successor = d["candidate_selector.successor_codebook"]
+    path, previous = [], anchor
+    for _ in range(s["block_size"] - 1):
+        scores = unary[candidates] + successor[candidates] @ (predecessor[previous] * gate)
+        previous = int(candidates[np.argmax(scores)])
+        path.append(previous)
+    return path
+
+
+def _mean_acceptance_length(m, anchor, steps):
+    drafts = accepted = 0
+    for _ in range(steps):
+        proposal, previous, taken = _draft_walk(m, anchor), anchor, 0
+        for token in proposal:
+            if token != _target_next(m, previous):
+                break
+            previous, taken = token, taken + 1
+        anchor = _target_next(m, previous)  # the target's own token after the last accepted
+        drafts, accepted = drafts + 1, accepted + taken
+    return 1 + accepted / drafts
+
+
+TARGET_CYCLES = {110: 111, 111: 112, 112: 113, 113: 114, 114: 115, 115: 110,
+                 120: 121, 121: 122, 122: 120}
+
+
+@pytest.mark.parametrize("token, successor", sorted(TARGET_CYCLES.items()))
+def test_the_targets_greedy_successor_follows_its_two_cycles(mini, token, successor):
+    assert _target_next(mini, token) == successor
+
+
+@pytest.mark.parametrize("anchor, path", [
+    (110, [111, 112, 113, 114, 115, 120, 121, 110, 111, 112, 113, 114, 115, 120, 121]),
+    (120, [121, 110, 111, 112, 113, 114, 115, 120, 121, 110, 111, 112, 113, 114, 115]),
+    (122, [110, 111, 112, 113, 114, 115, 120, 121, 110, 111, 112, 113, 114, 115, 120]),
+])
+def test_the_drafts_walk_takes_its_wrong_edges(mini, anchor, path):
+    assert _draft_walk(mini, anchor) == path
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_noisy_mask_slot_still_has_every_cycle_token_among_its_candidates(mini, seed):
+    # Noise of RMS 0.6 against the unit-RMS stream: more than the draft's
+    # layers add in total (their sum is one 0.3-scaled layer's).
+    t, s = mini["target"], mini["s"]
+    mask = _unit_rms(t["model.embed_tokens.weight"][s["mask_token"]])
+    noise = np.random.default_rng(seed).standard_normal(s["hidden"]).astype(np.float32)
+    hidden = _unit_rms(mask + 0.6 * noise)
+    candidates = np.argsort(-(t["lm_head.weight"] @ hidden))[:s["top_k"]]
+    assert set(TARGET_CYCLES) <= set(candidates.tolist())
+
+
+@pytest.mark.parametrize("regime, anchor, length", [
+    ("high", 110, 6.0),  # a1..a5 accepted, b0 rejected: 6 tokens a step
+    ("low", 120, 1.5),   # 2 tokens from b0, 1 from b2
+])
+def test_greedy_drafting_reaches_each_regimes_acceptance(mini, regime, anchor, length):
+    assert _mean_acceptance_length(mini, anchor, steps=12) == pytest.approx(length)
+    assert {p[-1] for p in mini["prompts"][regime]} == {anchor}
+
+
+def test_the_prompts_stay_out_of_the_cycles_until_their_last_token(mini):
+    for prompts in mini["prompts"].values():
+        assert len(prompts) == 32
+        assert all(len(p) == 64 and not set(p[:-1]) & set(TARGET_CYCLES) for p in prompts)
+
+
+def test_the_draft_config_names_the_spread_target_layers(mini):
+    dflash = mini["draft_config"]["dflash_config"]
+    assert dflash["target_layer_ids"] == [0, 2, 3]
+    assert mini["draft"]["fc.weight"].shape == (256, 3 * 256)
+    assert mini["draft_config"]["block_size"] == 16
+
+
+def test_a_written_checkpoint_is_kept(tmp_path):
+    paths = write_speed_models(tmp_path, "mini")
+    weights = Path(paths["target"]) / "model.safetensors"
+    weights.write_bytes(b"kept")
+    write_speed_models(tmp_path, "mini")
+    assert weights.read_bytes() == b"kept"
+
+
+# --------------------------------------------------------------------------
+# Statistics
+# --------------------------------------------------------------------------
+
+def test_a_median_interval_of_identical_repetitions_is_that_value():
+    assert speed_stats.median_interval([[5.0, 5.0], [5.0]]) == {
+        "point": 5.0, "lo": 5.0, "hi": 5.0}
+
+
+def test_repetitions_are_resampled_within_their_round():
+    # Three of each round in every resample: the pooled median is always
+    # 150; resampling across rounds would spread it from 100 to 200.
+    interval = speed_stats.median_interval([[100.0] * 3, [200.0] * 3])
+    assert (interval["lo"], interval["hi"]) == (150.0, 150.0)
+
+
+@pytest.mark.parametrize("ours_base, ours_spec, up_base, up_spec, ratio, verdict", [
+    # (250 / 100) / (200 / 100)
+    ([100.0] * 5, [250.0] * 5, [100.0] * 5, [200.0] * 5, 1.25, "PASS"),
+    # (180 / 100) / (200 / 100)
+    ([100.0] * 5, [180.0] * 5, [100.0] * 5, [200.0] * 5, 0.9, "FAIL"),
+    # (300 / 150) / (100 / 50)
+    ([150.0] * 4, [300.0] * 4, [50.0] * 4, [100.0] * 4, 1.0, "PASS"),
+])
+def test_the_ratio_of_speedups_of_steady_engines(ours_base, ours_spec, up_base, up_spec,
+                                                  ratio, verdict):
+    found = speed_stats.ratio_of_speedups([ours_base], [ours_spec], [up_base], [up_spec])
+    assert found["point"] == pytest.approx(ratio)
+    assert (found["lo"], found["hi"]) == (pytest.approx(ratio), pytest.approx(ratio))
+    assert found["verdict"] == verdict
+
+
+def test_noisy_engines_give_an_interval_wider_than_3_percent_and_no_pass():
+    rng = np.random.default_rng(1)
+    noisy = [list(100 * (1 + 0.2 * rng.standard_normal(6)))]
+    found = speed_stats.ratio_of_speedups(noisy, [list(200 * (1 + 0.2 * rng.standard_normal(6)))],
+                                          [[100.0] * 6], [[200.0] * 6])
+    assert found["half_width"] > 0.03
+    assert found["verdict"] == "INCONCLUSIVE"
+
+
+@pytest.mark.parametrize("point, lo, hi, verdict", [
+    (1.00, 0.980, 1.020, "PASS"),
+    (0.99, 0.965, 1.015, "FAIL"),          # narrow, but reaches below 0.97
+    (0.95, 0.940, 0.960, "FAIL"),
+    (1.00, 0.960, 1.040, "INCONCLUSIVE"),  # +-4%
+    (1.10, 1.000, 1.200, "INCONCLUSIVE"),  # above 0.97, yet +-9%
+    (1.00, 0.971, 1.029, "PASS"),
+])
+def test_a_verdict_needs_a_narrow_interval_above_97_percent(point, lo, hi, verdict):
+    assert speed_stats.verdict({"point": point, "lo": lo, "hi": hi}) == verdict
+
+
+def test_a_speedup_interval_is_the_ratio_of_medians():
+    # medians 300 and 120
+    found = speed_stats.speedup_interval([[100.0, 120.0, 130.0]], [[300.0, 290.0, 310.0]])
+    assert found["point"] == pytest.approx(300.0 / 120.0)
+    assert found["lo"] <= found["point"] <= found["hi"]
+
+
+# --------------------------------------------------------------------------
+# scripts/gpu/speed.py
+# --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("round_number, order", [
+    (1, ["base", "up_base", "dflash2", "up_dflash2"]),
+    (2, ["up_base", "base", "up_dflash2", "dflash2"]),
+    (3, ["base", "up_base", "dflash2", "up_dflash2"]),
+])
+def test_rounds_alternate_versions_and_flip_who_goes_first(round_number, order):
+    assert speed.round_order(round_number) == order
+
+
+MODELS = {"target": "T", "dflash2": "D", "prompts": "P"}
+
+
+@pytest.mark.parametrize("name, draft", [("base", None), ("up_base", None),
+                                         ("dflash2", "D"), ("up_dflash2", "D")])
+def test_each_engine_runs_the_8b_target_in_bf16_with_graphs_for_its_batch_sizes(name, draft):
+    kwargs = speed.engine_kwargs(name, MODELS)
+    assert (kwargs["model"], kwargs["dtype"], kwargs["enforce_eager"]) == ("T", "bfloat16", False)
+    # 64 prompt tokens, 128 output tokens and one block of 16 past them
+    assert kwargs["max_model_len"] == 208
+    # one request and 32, as themselves and as 16-token verification steps
+    assert kwargs["compilation_config"]["cudagraph_capture_sizes"] == [1, 16, 32, 512]
+    assert kwargs["attention_config"] == {"backend": "TRITON_ATTN"}
+    assert kwargs["enable_prefix_caching"] is False
+    spec = kwargs.get("speculative_config")
+    assert (spec or {}).get("model") == draft
+    if spec:
+        assert spec["num_speculative_tokens"] == 15
+
+
+def test_the_weights_kv_and_a_margin_fit_in_the_memory_the_engine_asks_for():
+    s = SPEED_SHAPES["8b"]
+    target, _ = target_tensors(0, s)
+    draft, _ = draft_tensors(1, s)
+    weights = 2 * (parameter_count(target) + parameter_count(draft))
+    h200 = 139 * 2**30
+    kwargs = speed.engine_kwargs("dflash2", MODELS)
+    assert weights + kwargs["kv_cache_memory_bytes"] + 8 * 2**30 < (
+        kwargs["gpu_memory_utilization"] * h200)
+    # 32 requests of 208 tokens, 36 target and 5 draft layers of 8 KV heads of 128
+    kv_needed = 32 * 208 * (36 + 5) * 2 * 8 * 128 * 2
+    assert kwargs["kv_cache_memory_bytes"] > 2 * kv_needed
+
+
+LOG = """\
+INFO 12-03 10:00:01 [model_runner.py:330] Model loading took 15.26 GiB and 12.500000 seconds
+INFO 12-03 10:00:40 [monitor.py:40] torch.compile took 30.25 s in total
+INFO 12-03 10:00:52 [monitor.py:40] torch.compile and initial profiling/warmup run together took 8.50 s in total
+INFO 12-03 10:01:00 [model_runner.py:792] Graph capturing finished in 6 secs, took 0.52 GiB
+INFO 12-03 10:01:01 [model_runner.py:792] Graph capturing finished in 2 secs, took 0.10 GiB
+INFO 12-03 10:01:02 [core.py:356] init engine (profile, create kv cache, warmup model) took 61.02 s (compilation: 38.75 s)
+"""
+
+
+def test_an_engines_start_up_figures_are_read_off_its_log():
+    assert speed.engine_timings(LOG) == {"load_s": 12.5, "compile_s": 38.8, "capture_s": 8.0,
+                                         "init_engine_s": 61.0}
+
+
+def _result(engine, round_number, reps, drafts=0.0, accepted=0.0):
+    cells = {cell: {"reps": reps, "counters": [
+        {"num_drafts": drafts, "num_accepted_tokens": accepted}] * len(reps)}
+        for cell in speed.CELLS}
+    return {"engine": engine, "round": round_number, "cells": cells,
+            "timings": {"startup_s": 80.0, "measure_s": 50.0}}
+
+
+def _write_results(run: Path, ours_spec: float, up_spec: float) -> None:
+    (run / "results").mkdir(parents=True)
+    for round_number in (1, 2):
+        for engine, reps, drafts, accepted in (
+                ("base", [100.0, 101.0, 99.0], 0.0, 0.0),
+                ("up_base", [100.0, 100.0, 100.0], 0.0, 0.0),
+                ("dflash2", [ours_spec] * 3, 10.0, 50.0),
+                ("up_dflash2", [up_spec] * 3, 10.0, 50.0)):
+            (run / "results" / f"round{round_number}-{engine}.json").write_text(
+                json.dumps(_result(engine, round_number, reps, drafts, accepted)))
+
+
+def test_the_report_tables_every_cell_with_acceptance_and_a_verdict(tmp_path, capsys):
+    _write_results(tmp_path, 250.0, 250.0)
+    code = speed.main(["report", "--run", str(tmp_path), "--copy-to", str(tmp_path / "out")])
+    text = capsys.readouterr().out
+    assert code == 0
+    assert text.count("speedup ratio 0.27.1 / 0.28.0: 1.000") == 4
+    assert text.count(": PASS") == 4
+    # 1 + 50 accepted / 10 drafts
+    assert text.count(" 6.00 ") == 8
+    assert "0.27.1: DFlash2 2.50 [" in text and "(expected >= 2x: met)" in text
+    summary = json.loads((tmp_path / "out" / "report.json").read_text())
+    row = summary["high_c1"]["rows"]["0.27.1"]
+    assert row["reps"] == 6
+    # the base median stays within 99 and 101 however it is resampled
+    assert 250 / 101 <= row["speedup"]["lo"] <= row["speedup"]["hi"] <= 250 / 99
+
+
+def test_a_slower_speculator_on_0271_fails_the_report(tmp_path, capsys):
+    _write_results(tmp_path, 200.0, 250.0)
+    assert speed.main(["report", "--run", str(tmp_path)]) == 1
+    assert capsys.readouterr().out.count(": FAIL") == 4
+
+
+def test_the_report_without_upstream_says_what_it_lacks(tmp_path, capsys):
+    _write_results(tmp_path, 250.0, 250.0)
+    for path in (tmp_path / "results").glob("*up_*.json"):
+        path.unlink()
+    assert speed.main(["report", "--run", str(tmp_path)]) == 1
+    assert "both versions' base and DFlash2 figures needed" in capsys.readouterr().out
+
+
+def test_a_run_refuses_an_engine_it_does_not_know(tmp_path):
+    with pytest.raises(SystemExit):
+        speed.main(["run", "--run", str(tmp_path), "--round", "1", "--engines", "base,fast"])
+
+
+def test_a_run_without_models_says_how_to_write_them(tmp_path):
+    with pytest.raises(SystemExit, match="speed.py models"):
+        speed.main(["run", "--run", str(tmp_path), "--round", "1"])
+
+
+# --------------------------------------------------------------------------
+# scripts/gpu/kernel_speed.py
+# --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("argv, batches", [
+    ([], [1, 32, 256]),
+    (["--batches", "8"], [8]),
+    (["--batches", "1,4,"], [1, 4]),
+])
+def test_kernel_speed_reads_its_batch_sizes(argv, batches):
+    assert kernel_speed.parse_args(argv).batches == batches
+
+
+@pytest.mark.parametrize("argv", [["--batches", "a,2"], ["--batches", "0"], ["--batches", ""]])
+def test_kernel_speed_refuses_batches_it_cannot_run(argv):
+    with pytest.raises(SystemExit):
+        kernel_speed.parse_args(argv)
+
+
+def test_kernel_speed_tables_ours_against_upstream_per_batch_and_mode():
+    timings = {"cache": {"32": {"ours": {"launch": 9.0, "graph": 3.0},
+                                "upstream": {"launch": 10.0, "graph": 2.0}},
+                         "1": {"ours": {"launch": 8.0, "graph": 2.0},
+                               "upstream": {"launch": 8.0, "graph": 2.0}}}}
+    lines = kernel_speed.format_table(timings).splitlines()
+    assert lines[1].split() == ["cache", "1", "launch", "8.00", "8.00", "1.000"]
+    assert lines[3].split() == ["cache", "32", "launch", "9.00", "10.00", "0.900"]
+    assert lines[4].split() == ["cache", "32", "graph", "3.00", "2.00", "1.500"]
+
+
+def test_kernel_speed_without_the_bundles_files_says_where_they_come_from(tmp_path):
+    with pytest.raises(SystemExit, match="_gpu_bundle.py"):
+        kernel_speed.main(["--kernels", str(tmp_path)])
+
+
+def test_an_engine_that_cannot_start_is_recorded_and_the_round_goes_on(tmp_path, capsys):
+    run, out = tmp_path / "run", tmp_path / "out"
+    run.mkdir()
+    (run / "models.json").write_text(json.dumps(write_speed_models(tmp_path, "mini")))
+    trees = {}
+    for name in ("vt", "vt28"):
+        package = tmp_path / name / "vllm"
+        package.mkdir(parents=True)
+        (package / "__init__.py").write_text(f"raise RuntimeError('{name} cannot start')\n")
+        trees[name] = str(tmp_path / name)
+    code = speed.main(["run", "--run", str(run), "--round", "2", "--engines", "dflash2,up_base",
+                       "--tree-0271", trees["vt"], "--tree-0280", trees["vt28"],
+                       "--site", str(tmp_path / "site"), "--min-engine-s", "0",
+                       "--budget", "120", "--copy-to", str(out)])
+    printed = capsys.readouterr().out
+    assert code == 1
+    assert printed.index("[round 2 dflash2] exit 1") < printed.index("[round 2 up_base] exit 1")
+    assert "vt cannot start" in printed and "vt28 cannot start" in printed
+    # each version's engines share one compile cache, across rounds too
+    for engine, cache in (("dflash2", "cache-0.27.1"), ("up_base", "cache-0.28.0")):
+        result = json.loads((out / "results" / f"round2-{engine}.json").read_text())
+        assert result["exit"] == 1
+        assert result["cache_root"] == str(run / "vllm-cache" / cache)
+        assert (out / "logs" / f"round2-{engine}.log").is_file()
