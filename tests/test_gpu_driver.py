@@ -241,7 +241,7 @@ SUMMARIES = [
       "dflash2_graph": engine("dflash2_graph"),
       "new_dflash2_graph": engine("new_dflash2_graph")},
      {"pr_dflash2_graph == up_dflash2_graph": False,
-      "dflash2_graph == new_dflash2_graph": True,
+      "dflash2_graph ~ new_dflash2_graph": True,
       "up_dflash2_graph == dflash2_graph": False}, False),
     ("0.28.0 against the closure's sliding-window draft before it is reported when "
      "the PR alone differs",
@@ -463,3 +463,70 @@ def test_an_engine_path_is_its_trees_own_list_where_the_tree_has_one(tmp_path, l
     env = driver._engine_env({"PYTHONPATH": f"/site:{tree}:/extra"}, "new",
                              {"new": str(tree), "closure": "/vt"}, "/site", tmp_path, "x")
     assert env["PYTHONPATH"].split(":") == [p.format(tree=tree) for p in expected]
+
+
+def _sampled_result(draw, greedy=((5, 6, 7),), counters=None):
+    """An engine's result: 2000 seeded requests per temperature whose six
+    tokens come from `draw(seed)`."""
+    sampled = {str(t): [draw(seed) for seed in range(2000)] for t in driver.TEMPERATURES}
+    result = {"greedy": [list(g) for g in greedy], "sampled": sampled,
+              "seeded_repeat_equal": 64}
+    result.update(counters or {})
+    return result
+
+
+def _tokens(rng_seed, weights):
+    rng = np.random.default_rng(rng_seed)
+    return lambda seed: [int(t) for t in rng.choice(len(weights), size=6, p=weights)]
+
+
+UNIFORM = [0.25, 0.25, 0.25, 0.25]
+SKEWED = [0.4, 0.2, 0.2, 0.2]
+GREEDY_COUNTERS = {"counters_greedy": {"num_drafts": 10, "num_draft_tokens": 30,
+                                       "num_accepted_tokens": 6}}
+OTHER_COUNTERS = {"counters_greedy": {"num_drafts": 10, "num_draft_tokens": 30,
+                                      "num_accepted_tokens": 7}}
+SAMPLED_COUNTERS = {**GREEDY_COUNTERS, "counters_T0.7": {
+    "num_drafts": 40, "num_draft_tokens": 120, "num_accepted_tokens": 70}}
+OTHER_SAMPLED_COUNTERS = {**GREEDY_COUNTERS, "counters_T0.7": {
+    "num_drafts": 41, "num_draft_tokens": 123, "num_accepted_tokens": 72}}
+
+
+@pytest.mark.parametrize(
+    "ours, theirs, same_noise, identical",
+    [
+        # one seed, one token, on both: identical either way
+        ((1, UNIFORM, (5, 6, 7), GREEDY_COUNTERS), (1, UNIFORM, (5, 6, 7), GREEDY_COUNTERS),
+         True, True),
+        ((1, UNIFORM, (5, 6, 7), GREEDY_COUNTERS), (1, UNIFORM, (5, 6, 7), GREEDY_COUNTERS),
+         False, True),
+        # other noise, same distribution: only the distribution is held
+        ((1, UNIFORM, (5, 6, 7), None), (2, UNIFORM, (5, 6, 7), None), True, False),
+        ((1, UNIFORM, (5, 6, 7), None), (2, UNIFORM, (5, 6, 7), None), False, True),
+        # another distribution fails whatever the noise
+        ((1, UNIFORM, (5, 6, 7), None), (2, SKEWED, (5, 6, 7), None), False, False),
+        # greedy tokens and greedy counters stay token for token
+        ((1, UNIFORM, (5, 6, 7), None), (2, UNIFORM, (5, 6, 8), None), False, False),
+        ((1, UNIFORM, (5, 6, 7), GREEDY_COUNTERS), (2, UNIFORM, (5, 6, 7), OTHER_COUNTERS),
+         False, False),
+        # sampled phases' counters follow the sampled tokens: held only with one noise
+        ((1, UNIFORM, (5, 6, 7), SAMPLED_COUNTERS),
+         (2, UNIFORM, (5, 6, 7), OTHER_SAMPLED_COUNTERS), False, True),
+        ((1, UNIFORM, (5, 6, 7), SAMPLED_COUNTERS),
+         (1, UNIFORM, (5, 6, 7), OTHER_SAMPLED_COUNTERS), True, False),
+    ],
+    ids=["same-seeded", "same-by-distribution", "other-noise-seeded",
+         "other-noise-by-distribution", "other-distribution", "other-greedy",
+         "other-greedy-counters", "other-noise-sampled-counters", "same-noise-sampled-counters"],
+)
+def test_twins_with_other_sampling_noise_are_held_to_the_same_distribution(
+        ours, theirs, same_noise, identical):
+    a, b = (_sampled_result(_tokens(seed, weights), (greedy,), counters)
+            for seed, weights, greedy, counters in (ours, theirs))
+    report = driver.compare_versions(a, b, ("a", "b"), same_noise=same_noise)
+    assert report["identical"] is identical
+
+
+def test_the_closure_and_the_newest_release_are_compared_by_distribution_only():
+    assert set(driver.OTHER_NOISE) == {("closure", "new")}
+    assert ("closure", "new") in driver.TWIN_COMPARISONS
