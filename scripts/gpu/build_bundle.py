@@ -106,12 +106,13 @@ VERSIONS = ("0.27.1", "0.28.0")
 # that the image's own version does not matter, with what that needs.
 NEW_VERSION = "0.34.0"
 NEW_WHEELS = {
-    # transformers>=5.16.1,<5.23; orjson for its OpenAI server
+    # transformers>=5.16.1,<5.23; orjson for its OpenAI server; quack-kernels,
+    # which its engine imports at start (a model's ops module needs it)
     "0.34.0": ["transformers==5.22.2", "tokenizers==0.23.3", "huggingface_hub==2.4.0",
-               "safetensors==0.8.0", "orjson"],
+               "safetensors==0.8.0", "orjson", "quack-kernels==0.6.5"],
     # transformers>=5.16.1,<5.21
     "0.33.0": ["transformers>=5.16.1,<5.21", "tokenizers==0.23.3", "huggingface_hub==2.4.0",
-               "safetensors==0.8.0", "orjson"],
+               "safetensors==0.8.0", "orjson", "quack-kernels==0.6.5"],
 }
 # 0.33.0 and 0.34.0 require the CuTe DSL (`nvidia-cutlass-dsl[cu13]==4.8.0`)
 # and import it in the kernel warm-up; the image lacks it. Its cu13 compiler
