@@ -88,22 +88,27 @@ BENCH_BATCH = 128
 BENCH_PROMPT = 64
 
 
-def save_safetensors(path: Path, tensors: dict[str, np.ndarray]) -> None:
-    """Write float32 tensors in the safetensors format (no library needed)."""
+def _safetensors_header(shapes: dict[str, tuple[int, ...]], dtype: str, itemsize: int) -> bytes:
+    """The length-prefixed header of a safetensors file whose tensors, in
+    sorted order, all have `dtype`."""
     header, offset = {}, 0
-    names = sorted(tensors)
-    for name in names:
-        size = tensors[name].size * 4
-        header[name] = {"dtype": "F32", "shape": list(tensors[name].shape),
+    for name in sorted(shapes):
+        size = math.prod(shapes[name]) * itemsize
+        header[name] = {"dtype": dtype, "shape": list(shapes[name]),
                         "data_offsets": [offset, offset + size]}
         offset += size
     header["__metadata__"] = {"format": "pt"}
     raw = json.dumps(header, separators=(",", ":")).encode()
     raw += b" " * (-len(raw) % 8)
+    return struct.pack("<Q", len(raw)) + raw
+
+
+def save_safetensors(path: Path, tensors: dict[str, np.ndarray]) -> None:
+    """Write float32 tensors in the safetensors format (no library needed)."""
     with open(path, "wb") as handle:
-        handle.write(struct.pack("<Q", len(raw)))
-        handle.write(raw)
-        for name in names:
+        handle.write(_safetensors_header(
+            {name: tensor.shape for name, tensor in tensors.items()}, "F32", 4))
+        for name in sorted(tensors):
             handle.write(np.ascontiguousarray(tensors[name], dtype="<f4").data)
 
 
@@ -128,20 +133,9 @@ def save_safetensors_bf16(path: Path, shapes: dict[str, tuple[int, ...]], fill) 
     """Write bfloat16 tensors one at a time: `fill(name)` returns each as
     float32 values or as bf16 bits (uint16), so that a model of many GB never
     sits in memory whole."""
-    header, offset = {}, 0
-    names = sorted(shapes)
-    for name in names:
-        size = math.prod(shapes[name]) * 2
-        header[name] = {"dtype": "BF16", "shape": list(shapes[name]),
-                        "data_offsets": [offset, offset + size]}
-        offset += size
-    header["__metadata__"] = {"format": "pt"}
-    raw = json.dumps(header, separators=(",", ":")).encode()
-    raw += b" " * (-len(raw) % 8)
     with open(path, "wb") as handle:
-        handle.write(struct.pack("<Q", len(raw)))
-        handle.write(raw)
-        for name in names:
+        handle.write(_safetensors_header(shapes, "BF16", 2))
+        for name in sorted(shapes):
             tensor = fill(name)
             if tuple(tensor.shape) != tuple(shapes[name]):
                 raise ValueError(f"{name}: shape {tensor.shape}, header says {shapes[name]}")
