@@ -490,3 +490,15 @@ def test_an_engine_that_cannot_start_is_recorded_and_the_round_goes_on(tmp_path,
         assert result["exit"] == 1
         assert result["cache_root"] == str(run / "vllm-cache" / cache)
         assert (out / "logs" / f"round2-{engine}.log").is_file()
+
+
+def test_a_version_with_one_engine_so_far_shows_its_figure_and_no_speedup(tmp_path, capsys):
+    _write_results(tmp_path, 250.0, 250.0)
+    (tmp_path / "results" / "round1-up_dflash2.json").unlink()
+    (tmp_path / "results" / "round2-up_dflash2.json").unlink()
+    assert speed.main(["report", "--run", str(tmp_path)]) == 1
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()
+            if line.startswith("0.28.0")]
+    # version, the no-spec median [lo, hi], then '-' for DFlash2, speedup and length
+    assert [row[:4] + row[4:7] for row in rows] == [
+        ["0.28.0", "100", "[100,", "100]", "-", "-", "-"]] * 4

@@ -354,24 +354,27 @@ def summarize(results: dict) -> dict:
             base = cell_rounds(results, f"{prefix}base", cell)
             spec = cell_rounds(results, f"{prefix}dflash2", cell)
             rounds[version] = (base, spec)
-            if not (base and spec):
+            if not (base or spec):
                 continue
+            # A version with one engine so far still shows that engine's figure.
             rows[version] = {
-                "base": speed_stats.median_interval(base),
-                "dflash2": speed_stats.median_interval(spec),
-                "speedup": speed_stats.speedup_interval(base, spec),
+                "base": speed_stats.median_interval(base) if base else None,
+                "dflash2": speed_stats.median_interval(spec) if spec else None,
+                "speedup": speed_stats.speedup_interval(base, spec) if base and spec else None,
                 "acceptance_length": acceptance_length(results, f"{prefix}dflash2", cell),
-                "rounds": len(spec), "reps": sum(map(len, spec)),
+                "rounds": len(spec or base), "reps": sum(map(len, spec or base)),
             }
         entry = {"rows": rows}
-        if len(rows) == 2:
+        if all(base and spec for base, spec in rounds.values()):
             entry["ratio"] = speed_stats.ratio_of_speedups(
                 *rounds["0.27.1"], *rounds["0.28.0"])
         summary[cell] = entry
     return summary
 
 
-def _ci(interval: dict, digits: int = 0) -> str:
+def _ci(interval: dict | None, digits: int = 0) -> str:
+    if interval is None:
+        return "-"
     return (f"{interval['point']:.{digits}f} [{interval['lo']:.{digits}f}, "
             f"{interval['hi']:.{digits}f}]")
 
@@ -400,7 +403,7 @@ def format_report(summary: dict) -> str:
             lines.append("speedup ratio: both versions' base and DFlash2 figures needed")
         lines.append("")
     goal = summary.get("high_c1", {}).get("rows", {}).get("0.27.1")
-    if goal:
+    if goal and goal["speedup"]:
         speedup = goal["speedup"]
         met = "met" if speedup["point"] >= 2.0 else "SHORT: run with --profile"
         lines.append(f"high acceptance, 1 request at a time, 0.27.1: DFlash2 "
