@@ -58,6 +58,7 @@ import argparse
 import hashlib
 import json
 import lzma
+import os
 import shutil
 import subprocess
 import sys
@@ -242,10 +243,13 @@ def build_tests(out: Path) -> Path:
 
 def _apply(site: Path, *flags: str) -> None:
     tool = str(REPO / ".venv/bin/dflash2-backport")
+    # The trees are thrown away: their verdicts go with them, not into the
+    # user's cache.
+    env = {**os.environ, "DFLASH2_BACKPORT_VERDICT_CACHE": str(site.parent / "verdicts")}
     subprocess.run([tool, "apply", "--site-packages", str(site), *flags],
-                   check=True, cwd=REPO, stdout=subprocess.DEVNULL)
+                   check=True, cwd=REPO, stdout=subprocess.DEVNULL, env=env)
     check = subprocess.run([tool, "check", "--site-packages", str(site), *flags],
-                           cwd=REPO, capture_output=True, text=True)
+                           cwd=REPO, capture_output=True, text=True, env=env)
     if check.returncode != 0:
         raise SystemExit(f"check {' '.join(flags)} after apply exited {check.returncode}:\n"
                          f"{check.stdout}{check.stderr}")
