@@ -220,24 +220,50 @@ class _Weights:
         return (1.0 + self.rng.standard_normal(n) * 0.02).astype(np.float32)
 
 
-def _decoder_layer(w: _Weights, prefix: str, s: dict) -> dict[str, np.ndarray]:
-    """One Qwen3 decoder layer, HF names; sublayer outputs at RESIDUAL scale."""
+def layer_shapes(prefix: str, s: dict, dflash2: bool = False) -> dict[str, tuple[int, ...]]:
+    """One Qwen3 decoder layer's tensors, HF names, in the order they are
+    drawn; a DFlash2 draft layer adds its two dynamic convolutions."""
     hidden, inter = s["hidden"], s["intermediate"]
     q, kv = s["heads"] * s["head_dim"], s["kv_heads"] * s["head_dim"]
-    return {
-        f"{prefix}self_attn.q_proj.weight": w.normal((q, hidden), hidden ** -0.5),
-        f"{prefix}self_attn.k_proj.weight": w.normal((kv, hidden), hidden ** -0.5),
-        f"{prefix}self_attn.v_proj.weight": w.normal((kv, hidden), hidden ** -0.5),
-        f"{prefix}self_attn.o_proj.weight": w.normal((hidden, q), RESIDUAL * q ** -0.5),
-        f"{prefix}self_attn.q_norm.weight": w.ones(s["head_dim"]),
-        f"{prefix}self_attn.k_norm.weight": w.ones(s["head_dim"]),
-        f"{prefix}mlp.gate_proj.weight": w.normal((inter, hidden), hidden ** -0.5),
-        f"{prefix}mlp.up_proj.weight": w.normal((inter, hidden), hidden ** -0.5),
-        f"{prefix}mlp.down_proj.weight": w.normal(
-            (hidden, inter), RESIDUAL * inter ** -0.5),
-        f"{prefix}input_layernorm.weight": w.ones(hidden),
-        f"{prefix}post_attention_layernorm.weight": w.ones(hidden),
+    shapes = {
+        "self_attn.q_proj.weight": (q, hidden), "self_attn.k_proj.weight": (kv, hidden),
+        "self_attn.v_proj.weight": (kv, hidden), "self_attn.o_proj.weight": (hidden, q),
+        "self_attn.q_norm.weight": (s["head_dim"],), "self_attn.k_norm.weight": (s["head_dim"],),
+        "mlp.gate_proj.weight": (inter, hidden), "mlp.up_proj.weight": (inter, hidden),
+        "mlp.down_proj.weight": (hidden, inter),
+        "input_layernorm.weight": (hidden,), "post_attention_layernorm.weight": (hidden,),
     }
+    if dflash2:
+        groups = hidden // s["group"]
+        for conv in ("attention_conv", "mlp_conv"):
+            shapes[f"{conv}.base_kernel"] = (2, s["taps"], hidden)
+            shapes[f"{conv}.kernel_projection.weight"] = (2 * s["taps"] * groups, hidden)
+    return {prefix + name: shape for name, shape in shapes.items()}
+
+
+def matrix_std(name: str, shape: tuple[int, ...], s: dict, residual: float) -> float:
+    """A layer matrix's spread: unit-RMS inputs give unit-RMS outputs, except
+    that a sublayer's output (o_proj, down_proj) is at `residual` scale."""
+    if name.endswith(("o_proj.weight", "down_proj.weight")):
+        return residual * shape[1] ** -0.5
+    return s["hidden"] ** -0.5
+
+
+def _decoder_layer(w: _Weights, prefix: str, s: dict,
+                   dflash2: bool = False) -> dict[str, np.ndarray]:
+    """One decoder layer's seeded tensors; sublayer outputs at RESIDUAL scale."""
+    tensors = {}
+    for name, shape in layer_shapes(prefix, s, dflash2).items():
+        if name.endswith("norm.weight"):
+            tensors[name] = w.ones(shape[0])
+        elif name.endswith("base_kernel"):
+            tensors[name] = w.normal(shape, 0.05)
+            tensors[name][:, 0] += 1.0  # tap 0 (the slot itself) near identity
+        elif name.endswith("kernel_projection.weight"):
+            tensors[name] = w.normal(shape, 0.05 * s["hidden"] ** -0.5)
+        else:
+            tensors[name] = w.normal(shape, matrix_std(name, shape, s, RESIDUAL))
+    return tensors
 
 
 def target_weights(seed: int, s: dict, fast: bool = False):
@@ -267,24 +293,14 @@ def draft_weights(kind: str, mask_dir: np.ndarray, seed: int, s: dict,
                   fast: bool = False, gain: float = SELECTOR_GAIN) -> dict[str, np.ndarray]:
     """Upstream layout: no `model.` prefix, no embed_tokens or lm_head (shared)."""
     w = _Weights(seed, fast)
-    hidden, vocab, rank, taps = s["hidden"], s["vocab"], s["rank"], s["taps"]
+    hidden, vocab, rank = s["hidden"], s["vocab"], s["rank"]
     tensors = {
         "fc.weight": w.normal((hidden, 2 * hidden), (2 * hidden) ** -0.5),
         "hidden_norm.weight": w.ones(hidden),
         "norm.weight": w.ones(hidden),
     }
     for layer in range(s["draft_layers"]):
-        prefix = f"layers.{layer}."
-        tensors.update(_decoder_layer(w, prefix, s))
-        if kind != "dflash2":
-            continue
-        groups = hidden // s["group"]
-        for conv in ("attention_conv", "mlp_conv"):
-            base = w.normal((2, taps, hidden), 0.05)
-            base[:, 0] += 1.0  # tap 0 (the slot itself) near identity
-            tensors[f"{prefix}{conv}.base_kernel"] = base
-            tensors[f"{prefix}{conv}.kernel_projection.weight"] = w.normal(
-                (2 * taps * groups, hidden), 0.05 * hidden ** -0.5)
+        tensors.update(_decoder_layer(w, f"layers.{layer}.", s, dflash2=kind == "dflash2"))
     if kind == "dflash2":
         predecessor = w.normal((vocab, rank), 0.1)
         successor = w.normal((vocab, rank), 0.1)

@@ -27,6 +27,7 @@ add in total is the 2-layer target's (1-layer draft's).
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from pathlib import Path
@@ -39,6 +40,8 @@ from dflash2_backport.checkpoints import (
     SELECTOR_GAIN,
     bf16_bits,
     draft_config,
+    layer_shapes,
+    matrix_std,
     save_safetensors_bf16,
     target_config,
 )
@@ -134,25 +137,6 @@ class _Pools:
         return out
 
 
-def _layer_shapes(prefix: str, s: dict, draft: bool) -> dict[str, tuple]:
-    hidden, inter = s["hidden"], s["intermediate"]
-    q, kv = s["heads"] * s["head_dim"], s["kv_heads"] * s["head_dim"]
-    shapes = {
-        "self_attn.q_proj.weight": (q, hidden), "self_attn.k_proj.weight": (kv, hidden),
-        "self_attn.v_proj.weight": (kv, hidden), "self_attn.o_proj.weight": (hidden, q),
-        "self_attn.q_norm.weight": (s["head_dim"],), "self_attn.k_norm.weight": (s["head_dim"],),
-        "mlp.gate_proj.weight": (inter, hidden), "mlp.up_proj.weight": (inter, hidden),
-        "mlp.down_proj.weight": (hidden, inter),
-        "input_layernorm.weight": (hidden,), "post_attention_layernorm.weight": (hidden,),
-    }
-    if draft:
-        groups = hidden // s["group"]
-        for conv in ("attention_conv", "mlp_conv"):
-            shapes[f"{conv}.base_kernel"] = (2, s["taps"], hidden)
-            shapes[f"{conv}.kernel_projection.weight"] = (2 * s["taps"] * groups, hidden)
-    return {prefix + name: shape for name, shape in shapes.items()}
-
-
 def _layer_tensor(name: str, shape, s: dict, pools: _Pools, rng, residual: float):
     """One decoder-layer tensor, by the end of its name."""
     hidden = s["hidden"]
@@ -164,9 +148,7 @@ def _layer_tensor(name: str, shape, s: dict, pools: _Pools, rng, residual: float
         return base
     if name.endswith("kernel_projection.weight"):
         return _normal(rng, shape, 0.05 * hidden ** -0.5)
-    if name.endswith(("o_proj.weight", "down_proj.weight")):
-        return pools.take(shape, residual * shape[1] ** -0.5)
-    return pools.take(shape, hidden ** -0.5)
+    return pools.take(shape, matrix_std(name, shape, s, residual))
 
 
 def mask_direction(s: dict) -> np.ndarray:
@@ -204,7 +186,7 @@ def target_tensors(seed: int, s: dict):
     shapes = {"model.embed_tokens.weight": (vocab, hidden),
               "lm_head.weight": (vocab, hidden), "model.norm.weight": (hidden,)}
     for layer in range(s["target_layers"]):
-        shapes.update(_layer_shapes(f"model.layers.{layer}.", s, draft=False))
+        shapes.update(layer_shapes(f"model.layers.{layer}.", s))
     pools = _Pools(seed, max(math.prod(v) for k, v in shapes.items() if ".layers." in k))
     residual = residual_scale(s["target_layers"], 2)
 
@@ -246,14 +228,15 @@ def draft_tensors(seed: int, s: dict, gain: float = SELECTOR_GAIN):
               "candidate_selector.successor_codebook": (vocab, rank),
               "candidate_selector.hidden_projection.weight": (rank, hidden)}
     for layer in range(s["draft_layers"]):
-        shapes.update(_layer_shapes(f"layers.{layer}.", s, draft=True))
+        shapes.update(layer_shapes(f"layers.{layer}.", s, dflash2=True))
     pools = _Pools(seed, max(math.prod(v) for k, v in shapes.items() if "layers." in k))
     residual = residual_scale(s["draft_layers"], 1)
     edges = draft_successors()
     if len(edges) > rank:
         raise ValueError(f"{len(edges)} selector edges need rank >= {len(edges)}")
 
-    def codebook(which: str):
+    @functools.cache
+    def codebooks() -> dict[str, np.ndarray]:
         rng = _rng(seed, 5)
         predecessor = _normal(rng, (vocab, rank), 0.1)
         successor = _normal(rng, (vocab, rank), 0.1)
@@ -265,7 +248,7 @@ def draft_tensors(seed: int, s: dict, gain: float = SELECTOR_GAIN):
         for k, (source, destination) in enumerate(sorted(edges.items())):
             predecessor[source, k] = gain
             successor[destination, k] = 1.0
-        return predecessor if which == "predecessor" else successor
+        return {"predecessor": predecessor, "successor": successor}
 
     def fill(name):
         if name == "fc.weight":
@@ -273,7 +256,7 @@ def draft_tensors(seed: int, s: dict, gain: float = SELECTOR_GAIN):
         if name in ("hidden_norm.weight", "norm.weight"):
             return _ones(_rng(seed, 7, len(name)), hidden)
         if name.endswith("_codebook"):
-            return codebook(name.removeprefix("candidate_selector.").split("_")[0])
+            return codebooks()[name.removeprefix("candidate_selector.").split("_")[0]]
         if name == "candidate_selector.hidden_projection.weight":
             # The projected hidden state is ~1 in every rank at a mask slot.
             projection = np.tile(mask_direction(s) / np.sqrt(hidden), (rank, 1))

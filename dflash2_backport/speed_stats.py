@@ -45,11 +45,14 @@ def median_interval(rounds: Rounds, seed: int = 0) -> dict:
     return _interval(pooled_median(rounds), bootstrap_medians(rounds, rng))
 
 
-def speedup_interval(base: Rounds, spec: Rounds, seed: int = 0) -> dict:
-    """Median with speculation over median without."""
-    rng = np.random.default_rng(seed)
+def _speedup(base: Rounds, spec: Rounds, rng: np.random.Generator) -> tuple[float, np.ndarray]:
+    """Median with speculation over median without: the point and its draws."""
     draws = bootstrap_medians(spec, rng) / bootstrap_medians(base, rng)
-    return _interval(pooled_median(spec) / pooled_median(base), draws)
+    return pooled_median(spec) / pooled_median(base), draws
+
+
+def speedup_interval(base: Rounds, spec: Rounds, seed: int = 0) -> dict:
+    return _interval(*_speedup(base, spec, np.random.default_rng(seed)))
 
 
 def ratio_of_speedups(ours_base: Rounds, ours_spec: Rounds, up_base: Rounds,
@@ -57,11 +60,9 @@ def ratio_of_speedups(ours_base: Rounds, ours_spec: Rounds, up_base: Rounds,
     """(ours_spec / ours_base) / (up_spec / up_base), each engine resampled
     on its own."""
     rng = np.random.default_rng(seed)
-    draws = ((bootstrap_medians(ours_spec, rng) / bootstrap_medians(ours_base, rng))
-             / (bootstrap_medians(up_spec, rng) / bootstrap_medians(up_base, rng)))
-    point = ((pooled_median(ours_spec) / pooled_median(ours_base))
-             / (pooled_median(up_spec) / pooled_median(up_base)))
-    found = _interval(point, draws)
+    ours, ours_draws = _speedup(ours_base, ours_spec, rng)
+    theirs, their_draws = _speedup(up_base, up_spec, rng)
+    found = _interval(ours / theirs, ours_draws / their_draws)
     found["half_width"] = half_width(found)
     found["verdict"] = verdict(found)
     return found

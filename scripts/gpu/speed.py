@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from dflash2_backport import speed_stats  # noqa: E402
 from dflash2_backport.speed_models import (  # noqa: E402
+    PROMPT_TOKENS,
     SPEED_SHAPES,
     write_speed_models,
 )
@@ -47,7 +48,6 @@ LOADS = {"c1": 1, "b32": 32}
 CELLS = [f"{regime}_{load}" for regime in REGIMES for load in LOADS]
 C1_REQUESTS = 2
 OUTPUT_TOKENS = 128
-PROMPT_TOKENS = 64
 REPS = 8
 WARMUPS = 2
 # One request and 32, each also as a verification step of 16 tokens a
