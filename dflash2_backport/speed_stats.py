@@ -2,10 +2,14 @@
 runs made of rounds of repetitions.
 
 Each sample is a list of rounds, each round a list of repetitions (one
-engine's figures in one process). The bootstrap resamples repetitions within
-each round, keeping every round's count, so that a slow round weighs on every
-resample as it weighs on the data, and takes the median of the pooled
-resample; intervals are the 2.5th and 97.5th percentiles.
+engine's figures in one process). Rounds differ by more than their
+repetitions do (a process's start leaves the machine in a state that lasts
+through its repetitions), so the bootstrap is two-stage: it draws the rounds
+with replacement, then each drawn round's repetitions with replacement, and
+takes the median of the pooled resample. A version that was fast in one round
+and slow in the next thus gets an interval that spans both. Intervals are the
+2.5th and 97.5th percentiles; a verdict needs at least two rounds of every
+engine, since one round says nothing of the spread between rounds.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import numpy as np
 Rounds = list[list[float]]
 FLOOR = 0.97
 MAX_HALF_WIDTH = 0.03
+MIN_ROUNDS = 2
 RESAMPLES = 10000
 
 
@@ -24,15 +29,23 @@ def pooled_median(rounds: Rounds) -> float:
 
 def bootstrap_medians(rounds: Rounds, rng: np.random.Generator,
                       resamples: int = RESAMPLES) -> np.ndarray:
-    """One median per resample; repetitions are drawn within their round."""
-    drawn = []
-    for values in rounds:
-        values = np.asarray(values, float)
-        if values.size:
-            drawn.append(values[rng.integers(0, values.size, (resamples, values.size))])
-    if not drawn:
+    """One median per resample: rounds drawn with replacement, then each
+    drawn round's repetitions, as many as it has."""
+    kept = [np.asarray(r, float) for r in rounds if len(r)]
+    if not kept:
         raise ValueError("no repetitions")
-    return np.median(np.concatenate(drawn, axis=1), axis=1)
+    picks = rng.integers(0, len(kept), (resamples, len(kept)))
+    medians = np.empty(resamples)
+    # Resamples that drew the same rounds share one array shape; grouping by
+    # the draw keeps the work in numpy.
+    draws, inverse = np.unique(np.sort(picks, axis=1), axis=0, return_inverse=True)
+    for index, draw in enumerate(draws):
+        rows = np.flatnonzero(inverse.ravel() == index)
+        pooled = np.concatenate(
+            [kept[r][rng.integers(0, kept[r].size, (rows.size, kept[r].size))]
+             for r in draw], axis=1)
+        medians[rows] = np.median(pooled, axis=1)
+    return medians
 
 
 def _interval(point: float, draws: np.ndarray) -> dict:
@@ -64,6 +77,8 @@ def ratio_of_speedups(ours_base: Rounds, ours_spec: Rounds, up_base: Rounds,
     theirs, their_draws = _speedup(up_base, up_spec, rng)
     found = _interval(ours / theirs, ours_draws / their_draws)
     found["half_width"] = half_width(found)
+    found["rounds"] = min(sum(1 for r in rounds if len(r))
+                          for rounds in (ours_base, ours_spec, up_base, up_spec))
     found["verdict"] = verdict(found)
     return found
 
@@ -74,9 +89,10 @@ def half_width(interval: dict) -> float:
 
 
 def verdict(interval: dict, floor: float = FLOOR,
-            max_half_width: float = MAX_HALF_WIDTH) -> str:
+            max_half_width: float = MAX_HALF_WIDTH, min_rounds: int = MIN_ROUNDS) -> str:
     """PASS: the interval lies above `floor` and is within +-max_half_width;
-    an interval wider than that settles nothing either way."""
-    if half_width(interval) > max_half_width:
+    an interval wider than that, or from fewer rounds than `min_rounds`,
+    settles nothing either way."""
+    if half_width(interval) > max_half_width or interval.get("rounds", min_rounds) < min_rounds:
         return "INCONCLUSIVE"
     return "PASS" if interval["lo"] > floor else "FAIL"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import tarfile
 import math
 import struct
 import sys
@@ -257,11 +258,11 @@ def test_a_median_interval_of_identical_repetitions_is_that_value():
         "point": 5.0, "lo": 5.0, "hi": 5.0}
 
 
-def test_repetitions_are_resampled_within_their_round():
-    # Three of each round in every resample: the pooled median is always
-    # 150; resampling across rounds would spread it from 100 to 200.
+def test_rounds_that_disagree_give_an_interval_that_spans_them():
+    # Each round is steady, but the two differ: a resample that draws the
+    # first round twice has median 100, one that draws the second twice 200.
     interval = speed_stats.median_interval([[100.0] * 3, [200.0] * 3])
-    assert (interval["lo"], interval["hi"]) == (150.0, 150.0)
+    assert (interval["lo"], interval["point"], interval["hi"]) == (100.0, 150.0, 200.0)
 
 
 @pytest.mark.parametrize("ours_base, ours_spec, up_base, up_spec, ratio, verdict", [
@@ -274,7 +275,8 @@ def test_repetitions_are_resampled_within_their_round():
 ])
 def test_the_ratio_of_speedups_of_steady_engines(ours_base, ours_spec, up_base, up_spec,
                                                   ratio, verdict):
-    found = speed_stats.ratio_of_speedups([ours_base], [ours_spec], [up_base], [up_spec])
+    found = speed_stats.ratio_of_speedups([ours_base] * 2, [ours_spec] * 2,
+                                          [up_base] * 2, [up_spec] * 2)
     assert found["point"] == pytest.approx(ratio)
     assert (found["lo"], found["hi"]) == (pytest.approx(ratio), pytest.approx(ratio))
     assert found["verdict"] == verdict
@@ -282,10 +284,32 @@ def test_the_ratio_of_speedups_of_steady_engines(ours_base, ours_spec, up_base, 
 
 def test_noisy_engines_give_an_interval_wider_than_3_percent_and_no_pass():
     rng = np.random.default_rng(1)
-    noisy = [list(100 * (1 + 0.2 * rng.standard_normal(6)))]
-    found = speed_stats.ratio_of_speedups(noisy, [list(200 * (1 + 0.2 * rng.standard_normal(6)))],
-                                          [[100.0] * 6], [[200.0] * 6])
+
+    def noisy(level):
+        return [list(level * (1 + 0.2 * rng.standard_normal(6))) for _ in range(2)]
+
+    found = speed_stats.ratio_of_speedups(noisy(100), noisy(200), [[100.0] * 6] * 2,
+                                          [[200.0] * 6] * 2)
     assert found["half_width"] > 0.03
+    assert found["verdict"] == "INCONCLUSIVE"
+
+
+def test_speedups_that_swap_places_between_rounds_are_inconclusive():
+    # Within each round the engines are steady and the interval of the
+    # pooled repetitions alone would be 0.97 to 1.03 wide at most; the rounds
+    # disagree by 8 %, each in the other direction.
+    steady = [[100.0] * 8] * 2
+    found = speed_stats.ratio_of_speedups(steady, [[196.0] * 8, [204.0] * 8],
+                                          steady, [[204.0] * 8, [196.0] * 8])
+    assert found["point"] == pytest.approx(1.0)
+    assert found["lo"] < 0.97 and found["verdict"] == "INCONCLUSIVE"
+
+
+def test_one_round_says_nothing_of_the_spread_between_rounds():
+    found = speed_stats.ratio_of_speedups([[100.0] * 8], [[250.0] * 8],
+                                          [[100.0] * 8] * 2, [[250.0] * 8] * 2)
+    assert (found["lo"], found["hi"], found["rounds"]) == (
+        pytest.approx(1.0), pytest.approx(1.0), 1)
     assert found["verdict"] == "INCONCLUSIVE"
 
 
@@ -298,7 +322,7 @@ def test_noisy_engines_give_an_interval_wider_than_3_percent_and_no_pass():
     (1.00, 0.971, 1.029, "PASS"),
 ])
 def test_a_verdict_needs_a_narrow_interval_above_97_percent(point, lo, hi, verdict):
-    assert speed_stats.verdict({"point": point, "lo": lo, "hi": hi}) == verdict
+    assert speed_stats.verdict({"point": point, "lo": lo, "hi": hi, "rounds": 2}) == verdict
 
 
 def test_a_speedup_interval_is_the_ratio_of_medians():
@@ -407,6 +431,27 @@ def test_the_report_tables_every_cell_with_acceptance_and_a_verdict(tmp_path, ca
     assert 250 / 101 <= row["speedup"]["lo"] <= row["speedup"]["hi"] <= 250 / 99
 
 
+def test_the_report_gives_each_rounds_own_ratio_beside_the_pooled_one(tmp_path, capsys):
+    _write_results(tmp_path, 250.0, 250.0)
+    # round 3: the DFlash2 engines alone, 0.27.1's 10 % slower than 0.28.0's
+    for engine, rate in (("dflash2", 225.0), ("up_dflash2", 250.0)):
+        (tmp_path / "results" / f"round3-{engine}.json").write_text(
+            json.dumps(_result(engine, 3, [rate] * 3, 10.0, 50.0)))
+    speed.main(["report", "--run", str(tmp_path)])
+    text = capsys.readouterr().out
+    # rounds 1 and 2 from their own no-spec medians (100 / 100), round 3
+    # from the pooled ones (100 / 100)
+    assert text.count("each round's own: round 1 1.000, round 2 1.000, round 3 0.900") == 4
+
+
+@pytest.mark.parametrize("name, override, reps", [
+    ("base", None, 8), ("up_base", None, 8), ("dflash2", None, 16), ("up_dflash2", None, 16),
+    ("dflash2", 3, 3), ("base", 12, 12),
+])
+def test_a_dflash2_engine_repeats_more_than_a_base_engine_unless_told(name, override, reps):
+    assert speed.engine_reps(name, override) == reps
+
+
 def test_a_slower_speculator_on_0271_fails_the_report(tmp_path, capsys):
     _write_results(tmp_path, 200.0, 250.0)
     assert speed.main(["report", "--run", str(tmp_path)]) == 1
@@ -485,11 +530,15 @@ def test_an_engine_that_cannot_start_is_recorded_and_the_round_goes_on(tmp_path,
     assert printed.index("[round 2 dflash2] exit 1") < printed.index("[round 2 up_base] exit 1")
     assert "vt cannot start" in printed and "vt28 cannot start" in printed
     # each version's engines share one compile cache, across rounds too
-    for engine, cache in (("dflash2", "cache-0.27.1"), ("up_base", "cache-0.28.0")):
-        result = json.loads((out / "results" / f"round2-{engine}.json").read_text())
-        assert result["exit"] == 1
-        assert result["cache_root"] == str(run / "vllm-cache" / cache)
-        assert (out / "logs" / f"round2-{engine}.log").is_file()
+    # and what a call gives back is one archive of the run so far
+    assert [p.name for p in out.iterdir()] == ["speed-run.tgz"]
+    with tarfile.open(out / "speed-run.tgz") as archive:
+        names = set(archive.getnames())
+        for engine, cache in (("dflash2", "cache-0.27.1"), ("up_base", "cache-0.28.0")):
+            result = json.load(archive.extractfile(f"results/round2-{engine}.json"))
+            assert result["exit"] == 1
+            assert result["cache_root"] == str(run / "vllm-cache" / cache)
+            assert f"logs/round2-{engine}.log" in names
 
 
 def test_a_version_with_one_engine_so_far_shows_its_figure_and_no_speedup(tmp_path, capsys):

@@ -23,11 +23,12 @@ import argparse
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -48,7 +49,10 @@ LOADS = {"c1": 1, "b32": 32}
 CELLS = [f"{regime}_{load}" for regime in REGIMES for load in LOADS]
 C1_REQUESTS = 2
 OUTPUT_TOKENS = 128
-REPS = 8
+# Timed cycles per engine. A DFlash2 engine's repetitions spread four to
+# eight times as much as a no-speculation engine's (its step waits on the
+# host), and a cycle of its cells costs the same four seconds.
+REPS = {"base": 8, "dflash2": 16}
 WARMUPS = 2
 # One request and 32, each also as a verification step of 16 tokens a
 # request: every decode step of every cell replays a captured graph.
@@ -95,6 +99,13 @@ def engine_kwargs(name: str, models: dict) -> dict:
             "attention_backend": "TRITON_ATTN",
         }
     return kwargs
+
+
+def engine_reps(name: str, override: int | None = None) -> int:
+    """Timed cycles of an engine: `override` when given, else its kind's."""
+    if override is not None:
+        return override
+    return REPS["dflash2" if ENGINES[name][1] else "base"]
 
 
 def engine_timings(log: str) -> dict:
@@ -234,12 +245,24 @@ def profile_decode_steps(llm, prompts, params, result_path: Path, counters) -> d
 # Orchestration
 # --------------------------------------------------------------------------
 
+ARCHIVE = "speed-run.tgz"
+
+
 def _copy(run: Path, target: Path | None) -> None:
+    """Everything a run has so far (results, logs, report), as one archive
+    in `target`: a machine that hands back only a few files hands back
+    this one whole, and a call cut short leaves the last complete one."""
     if target is None:
         return
-    for sub in ("results", "logs"):
-        if (run / sub).is_dir():
-            shutil.copytree(run / sub, target / sub, dirs_exist_ok=True)
+    import tarfile
+
+    target.mkdir(parents=True, exist_ok=True)
+    partial = target / (ARCHIVE + ".partial")
+    with tarfile.open(partial, "w:gz") as archive:
+        for name in ("results", "logs", "report.txt", "report.json"):
+            if (run / name).exists():
+                archive.add(run / name, arcname=name)
+    os.replace(partial, target / ARCHIVE)
 
 
 def run_round(args) -> int:
@@ -275,7 +298,7 @@ def run_round(args) -> int:
         result, log_path = run / "results" / f"{stem}.json", run / "logs" / f"{stem}.log"
         command = [sys.executable, __file__, "engine", "--name", name,
                    "--round", str(args.round), "--models", str(models),
-                   "--result", str(result), "--reps", str(args.reps),
+                   "--result", str(result), "--reps", str(engine_reps(name, args.reps)),
                    "--warmups", str(args.warmups), "--stop-at", str(deadline)]
         if args.profile:
             command.append("--profile")
@@ -335,6 +358,29 @@ def cell_rounds(results: dict, engine: str, cell: str) -> list[list[float]]:
             if r.get("cells", {}).get(cell, {}).get("reps")]
 
 
+def ratio_by_round(results: dict, cell: str) -> dict[int, float]:
+    """The ratio of speedups from each round's own medians, for every round
+    both DFlash2 engines ran; a round without its no-speculation engines
+    takes their medians over all rounds."""
+    def medians(engine):
+        return {n: float(np.median(r["cells"][cell]["reps"]))
+                for n, r in results.get(engine, {}).items()
+                if r.get("cells", {}).get(cell, {}).get("reps")}
+
+    ours, theirs = medians("dflash2"), medians("up_dflash2")
+    ours_base, up_base = medians("base"), medians("up_base")
+    if not (ours_base and up_base):
+        return {}
+    pooled = {"ours": speed_stats.pooled_median(cell_rounds(results, "base", cell)),
+              "up": speed_stats.pooled_median(cell_rounds(results, "up_base", cell))}
+    found = {}
+    for n in sorted(set(ours) & set(theirs)):
+        both = n in ours_base and n in up_base
+        base_ratio = (ours_base[n] / up_base[n]) if both else pooled["ours"] / pooled["up"]
+        found[n] = ours[n] / theirs[n] / base_ratio
+    return found
+
+
 def acceptance_length(results: dict, engine: str, cell: str) -> float | None:
     drafts = accepted = 0.0
     for r in results.get(engine, {}).values():
@@ -368,6 +414,7 @@ def summarize(results: dict) -> dict:
         if all(base and spec for base, spec in rounds.values()):
             entry["ratio"] = speed_stats.ratio_of_speedups(
                 *rounds["0.27.1"], *rounds["0.28.0"])
+            entry["ratio"]["by_round"] = ratio_by_round(results, cell)
         summary[cell] = entry
     return summary
 
@@ -399,6 +446,9 @@ def format_report(summary: dict) -> str:
         if ratio:
             lines.append(f"speedup ratio 0.27.1 / 0.28.0: {_ci(ratio, 3)} "
                          f"(+-{100 * ratio['half_width']:.1f}%): {ratio['verdict']}")
+            if ratio.get("by_round"):
+                lines.append("  each round's own: " + ", ".join(
+                    f"round {n} {value:.3f}" for n, value in ratio["by_round"].items()))
         else:
             lines.append("speedup ratio: both versions' base and DFlash2 figures needed")
         lines.append("")
@@ -425,6 +475,7 @@ def report(args) -> int:
             target.mkdir(parents=True, exist_ok=True)
             (target / "report.txt").write_text(text + "\n")
             (target / "report.json").write_text(json.dumps(summary, indent=1))
+    _copy(args.run, args.copy_to)
     verdicts = [e["ratio"]["verdict"] for e in summary.values() if "ratio" in e]
     return 0 if verdicts and all(v == "PASS" for v in verdicts) else 1
 
@@ -445,7 +496,8 @@ def main(argv=None) -> int:
                           "repeating in time to save, and one that would start "
                           "with less than --min-engine-s left is skipped")
     run.add_argument("--min-engine-s", type=float, default=MIN_ENGINE_S)
-    run.add_argument("--reps", type=int, default=REPS)
+    run.add_argument("--reps", type=int, default=None,
+                     help=f"timed cycles of every engine (default: {REPS})")
     run.add_argument("--warmups", type=int, default=WARMUPS)
     run.add_argument("--profile", action="store_true",
                      help="DFlash2 engines also profile a decode step per load")
@@ -462,7 +514,7 @@ def main(argv=None) -> int:
     engine.add_argument("--round", type=int, required=True)
     engine.add_argument("--models", required=True)
     engine.add_argument("--result", required=True)
-    engine.add_argument("--reps", type=int, default=REPS)
+    engine.add_argument("--reps", type=int, required=True)
     engine.add_argument("--warmups", type=int, default=WARMUPS)
     engine.add_argument("--stop-at", type=float, required=True)
     engine.add_argument("--profile", action="store_true")
