@@ -5,12 +5,14 @@ drafting), the statistics and verdicts, and the scripts' plans and tables
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
-import tarfile
 import math
+import os
 import struct
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -539,6 +541,42 @@ def test_an_engine_that_cannot_start_is_recorded_and_the_round_goes_on(tmp_path,
             assert result["exit"] == 1
             assert result["cache_root"] == str(run / "vllm-cache" / cache)
             assert f"logs/round2-{engine}.log" in names
+
+
+@pytest.mark.parametrize("text, cpus", [
+    ("3", {3}), ("0-3", {0, 1, 2, 3}), ("0-1,8,10-11", {0, 1, 8, 10, 11}),
+])
+def test_an_engines_cores_are_read_as_taskset_writes_them(text, cpus):
+    assert speed.parse_cpus(text) == cpus
+
+
+@pytest.mark.parametrize("text", ["", "a", "1-", "0,,2", "-1", "3-1", "0,3-1"])
+def test_cores_that_name_none_or_nonsense_are_refused(text):
+    with pytest.raises(argparse.ArgumentTypeError):
+        speed.parse_cpus(text)
+
+
+def test_every_engine_starts_on_the_cores_and_threads_it_was_given(tmp_path):
+    # The engines' vllm records what its process was given, then stops.
+    run, core = tmp_path / "run", min(os.sched_getaffinity(0))
+    run.mkdir()
+    (run / "models.json").write_text(json.dumps(write_speed_models(tmp_path, "mini")))
+    trees = {}
+    for name in ("vt", "vt28"):
+        package = tmp_path / name / "vllm"
+        package.mkdir(parents=True)
+        (package / "__init__.py").write_text(
+            "import os, pathlib\n"
+            f"pathlib.Path({str(tmp_path / name)!r}, 'seen').write_text("
+            "f\"{sorted(os.sched_getaffinity(0))} {os.environ.get('OMP_NUM_THREADS')}\")\n"
+            "raise RuntimeError('stop here')\n")
+        trees[name] = str(tmp_path / name)
+    speed.main(["run", "--run", str(run), "--round", "1", "--engines", "base,up_dflash2",
+                "--tree-0271", trees["vt"], "--tree-0280", trees["vt28"],
+                "--site", str(tmp_path / "site"), "--min-engine-s", "0", "--budget", "120",
+                "--cpus", str(core), "--torch-threads", "1"])
+    for name in ("vt", "vt28"):
+        assert (tmp_path / name / "seen").read_text() == f"[{core}] 1"
 
 
 def test_a_version_with_one_engine_so_far_shows_its_figure_and_no_speedup(tmp_path, capsys):

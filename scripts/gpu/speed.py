@@ -101,6 +101,20 @@ def engine_kwargs(name: str, models: dict) -> dict:
     return kwargs
 
 
+def parse_cpus(text: str) -> set[int]:
+    """`0-7,12` -> {0, ..., 7, 12}: the cores an engine may run on."""
+    cpus = set()
+    for part in text.split(","):
+        first, dash, last = part.partition("-")
+        if not (first.isdigit() and (last.isdigit() if dash else not last)):
+            raise argparse.ArgumentTypeError(f"cores as 0-7,12, not {text!r}")
+        low, high = int(first), int(last or first)
+        if high < low:
+            raise argparse.ArgumentTypeError(f"{part}: a range runs upwards")
+        cpus.update(range(low, high + 1))
+    return cpus
+
+
 def engine_reps(name: str, override: int | None = None) -> int:
     """Timed cycles of an engine: `override` when given, else its kind's."""
     if override is not None:
@@ -177,6 +191,14 @@ def run_engine(args) -> None:
         for cell in CELLS:
             repetition(cell)
     result["timings"]["warmup_s"] = round(time.time() - t, 1)
+    # What the host gave the step once vLLM had set itself up: the cores the
+    # process may use and torch's CPU threads (0.28.0 drops to one after
+    # its warm-up unless OMP_NUM_THREADS is set; 0.27.1 keeps the default).
+    import torch
+
+    result["host"] = {"cpus": len(os.sched_getaffinity(0)),
+                      "torch_threads": torch.get_num_threads(),
+                      "omp_num_threads": os.environ.get("OMP_NUM_THREADS")}
     t, cycle = time.time(), 0.0
     for _ in range(args.reps):
         if cycle and time.time() + 1.2 * cycle + EXIT_MARGIN > args.stop_at:
@@ -294,6 +316,8 @@ def run_round(args) -> int:
         # FlashInfer's sampler is not on the machine.
         env.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         env.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
+        if args.torch_threads:
+            env["OMP_NUM_THREADS"] = str(args.torch_threads)
         stem = f"round{args.round}-{name}"
         result, log_path = run / "results" / f"{stem}.json", run / "logs" / f"{stem}.log"
         command = [sys.executable, __file__, "engine", "--name", name,
@@ -304,7 +328,11 @@ def run_round(args) -> int:
             command.append("--profile")
         started = time.time()
         with open(log_path, "w") as log:
-            proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+            # The affinity is set in the child before it starts, so that the
+            # engine and every thread and process it makes inherit it.
+            pin = (lambda: os.sched_setaffinity(0, args.cpus)) if args.cpus else None
+            proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                    preexec_fn=pin)
             try:
                 proc.wait(timeout=max(1.0, deadline - time.time()))
             except subprocess.TimeoutExpired:
@@ -333,10 +361,12 @@ def timing_line(figures: dict) -> str:
     def s(key):
         return f"{t[key]:.0f} s" if key in t else "-"
 
+    host = figures.get("host")
     return (f"wall {s('wall_s')}; import {s('import_s')}, start {s('startup_s')} "
             f"(load {s('load_s')}, compile {s('compile_s')}, capture {s('capture_s')}, "
             f"init engine {s('init_engine_s')}), warm-up {s('warmup_s')}, "
-            f"measurement {s('measure_s')} for {reps} repetitions")
+            f"measurement {s('measure_s')} for {reps} repetitions"
+            + (f"; {host['cpus']} cores, {host['torch_threads']} torch threads" if host else ""))
 
 
 # --------------------------------------------------------------------------
@@ -502,6 +532,11 @@ def main(argv=None) -> int:
     run.add_argument("--profile", action="store_true",
                      help="DFlash2 engines also profile a decode step per load")
     run.add_argument("--copy-to", type=Path)
+    run.add_argument("--cpus", type=parse_cpus,
+                     help="cores every engine is pinned to, as 0-7,12 (default: all)")
+    run.add_argument("--torch-threads", type=int,
+                     help="OMP_NUM_THREADS for every engine, so that both versions "
+                          "run torch's CPU work on as many threads")
     run.add_argument("--tree-0271", default="/tmp/vt")
     run.add_argument("--tree-0280", default="/tmp/vt28")
     run.add_argument("--site", default="/tmp/site")
