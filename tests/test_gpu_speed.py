@@ -579,6 +579,14 @@ def test_every_engine_starts_on_the_cores_and_threads_it_was_given(tmp_path):
         assert (tmp_path / name / "seen").read_text() == f"[{core}] 1"
 
 
+def test_cores_the_machine_does_not_give_are_refused_before_any_engine_starts(tmp_path):
+    (tmp_path / "models.json").write_text("{}")
+    missing = max(os.sched_getaffinity(0)) + 1
+    with pytest.raises(SystemExit, match=rf"--cpus: cores \[{missing}\] are not"):
+        speed.main(["run", "--run", str(tmp_path), "--round", "1", "--cpus", str(missing)])
+    assert not (tmp_path / "logs").exists()
+
+
 def test_a_version_with_one_engine_so_far_shows_its_figure_and_no_speedup(tmp_path, capsys):
     _write_results(tmp_path, 250.0, 250.0)
     (tmp_path / "results" / "round1-up_dflash2.json").unlink()

@@ -294,6 +294,9 @@ def run_round(args) -> int:
     models = run / "models.json"
     if not models.is_file():
         raise SystemExit(f"{models} is missing: run `speed.py models --run {run}` first")
+    if args.cpus and not args.cpus <= os.sched_getaffinity(0):
+        raise SystemExit(f"--cpus: cores {sorted(args.cpus - os.sched_getaffinity(0))} are not "
+                         f"this process's to give; it has {sorted(os.sched_getaffinity(0))}")
     (run / "results").mkdir(parents=True, exist_ok=True)
     (run / "logs").mkdir(parents=True, exist_ok=True)
     deadline = time.time() + args.budget
