@@ -513,20 +513,27 @@ def test_kernel_speed_without_the_bundles_files_says_where_they_come_from(tmp_pa
         kernel_speed.main(["--kernels", str(tmp_path)])
 
 
-def test_an_engine_that_cannot_start_is_recorded_and_the_round_goes_on(tmp_path, capsys):
-    run, out = tmp_path / "run", tmp_path / "out"
+def _fake_trees(tmp_path: Path, init_source) -> tuple[Path, list[str]]:
+    """A run with the mini models and two vllm trees whose package runs
+    `init_source(tree)` on import; the arguments that point `run` at them."""
+    run = tmp_path / "run"
     run.mkdir()
     (run / "models.json").write_text(json.dumps(write_speed_models(tmp_path, "mini")))
-    trees = {}
     for name in ("vt", "vt28"):
         package = tmp_path / name / "vllm"
         package.mkdir(parents=True)
-        (package / "__init__.py").write_text(f"raise RuntimeError('{name} cannot start')\n")
-        trees[name] = str(tmp_path / name)
-    code = speed.main(["run", "--run", str(run), "--round", "2", "--engines", "dflash2,up_base",
-                       "--tree-0271", trees["vt"], "--tree-0280", trees["vt28"],
-                       "--site", str(tmp_path / "site"), "--min-engine-s", "0",
-                       "--budget", "120", "--copy-to", str(out)])
+        (package / "__init__.py").write_text(init_source(tmp_path / name))
+    return run, ["--run", str(run), "--tree-0271", str(tmp_path / "vt"),
+                 "--tree-0280", str(tmp_path / "vt28"), "--site", str(tmp_path / "site"),
+                 "--min-engine-s", "0", "--budget", "120"]
+
+
+def test_an_engine_that_cannot_start_is_recorded_and_the_round_goes_on(tmp_path, capsys):
+    out = tmp_path / "out"
+    run, where = _fake_trees(
+        tmp_path, lambda tree: f"raise RuntimeError('{tree.name} cannot start')\n")
+    code = speed.main(["run", *where, "--round", "2", "--engines", "dflash2,up_base",
+                       "--copy-to", str(out)])
     printed = capsys.readouterr().out
     assert code == 1
     assert printed.index("[round 2 dflash2] exit 1") < printed.index("[round 2 up_base] exit 1")
@@ -558,22 +565,13 @@ def test_cores_that_name_none_or_nonsense_are_refused(text):
 
 def test_every_engine_starts_on_the_cores_and_threads_it_was_given(tmp_path):
     # The engines' vllm records what its process was given, then stops.
-    run, core = tmp_path / "run", min(os.sched_getaffinity(0))
-    run.mkdir()
-    (run / "models.json").write_text(json.dumps(write_speed_models(tmp_path, "mini")))
-    trees = {}
-    for name in ("vt", "vt28"):
-        package = tmp_path / name / "vllm"
-        package.mkdir(parents=True)
-        (package / "__init__.py").write_text(
-            "import os, pathlib\n"
-            f"pathlib.Path({str(tmp_path / name)!r}, 'seen').write_text("
-            "f\"{sorted(os.sched_getaffinity(0))} {os.environ.get('OMP_NUM_THREADS')}\")\n"
-            "raise RuntimeError('stop here')\n")
-        trees[name] = str(tmp_path / name)
-    speed.main(["run", "--run", str(run), "--round", "1", "--engines", "base,up_dflash2",
-                "--tree-0271", trees["vt"], "--tree-0280", trees["vt28"],
-                "--site", str(tmp_path / "site"), "--min-engine-s", "0", "--budget", "120",
+    core = min(os.sched_getaffinity(0))
+    _, where = _fake_trees(tmp_path, lambda tree: (
+        "import os, pathlib\n"
+        f"pathlib.Path({str(tree)!r}, 'seen').write_text("
+        "f\"{sorted(os.sched_getaffinity(0))} {os.environ.get('OMP_NUM_THREADS')}\")\n"
+        "raise RuntimeError('stop here')\n"))
+    speed.main(["run", *where, "--round", "1", "--engines", "base,up_dflash2",
                 "--cpus", str(core), "--torch-threads", "1"])
     for name in ("vt", "vt28"):
         assert (tmp_path / name / "seen").read_text() == f"[{core}] 1"
