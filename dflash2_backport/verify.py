@@ -26,6 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from . import interrupts
 from .errors import BackportError
 from .style import paint
 
@@ -43,7 +44,11 @@ CPU_PLATFORM = "vllm.platforms.cpu.CpuPlatform"
 # sys.path, and this package's module names (report, record, engine...) must
 # not shadow anything vLLM imports.
 _BOOTSTRAP = (
-    "import runpy, sys; del sys.path[0]; sys.argv = sys.argv[1:]; "
+    # The probe starts with the stopping signals blocked (see run_probes) and
+    # gives them back to itself and the engines it starts.
+    "import runpy, signal, sys; "
+    "signal.pthread_sigmask(signal.SIG_UNBLOCK, (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)); "
+    "del sys.path[0]; sys.argv = sys.argv[1:]; "
     "runpy.run_path(sys.argv[0], run_name='__main__')"
 )
 
@@ -140,6 +145,10 @@ def run_probes(python: str, script: Path, args: list[str], scratch: Path,
     """
     result_file = scratch / "result.json"
     log_file = scratch / "output.log"
+    # A signal that lands once the probe runs but before the guard below
+    # would leave its process group running: the signals wait, blocked,
+    # until the guard is in place.
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, interrupts.SIGNALS)
     try:
         with open(log_file, "wb") as log:
             process = subprocess.Popen(
@@ -147,9 +156,13 @@ def run_probes(python: str, script: Path, args: list[str], scratch: Path,
                 cwd=scratch, env=environ, stdin=subprocess.DEVNULL, stdout=log,
                 stderr=subprocess.STDOUT, start_new_session=True,
             )
-    except OSError as error:
-        raise BackportError(f"{python}: cannot run it ({error.strerror})") from None
+    except BaseException as error:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        if isinstance(error, OSError):
+            raise BackportError(f"{python}: cannot run it ({error.strerror})") from None
+        raise
     try:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         raise BackportError(

@@ -10,11 +10,14 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from dflash2_backport import interrupts, verify
+from dflash2_backport.errors import Interrupted
 from tests.test_interpreter import TOOL, bare_venv, tool
 
 BROKEN = "raise RuntimeError('this vllm is broken on purpose')\n"
@@ -130,3 +133,38 @@ def test_a_signal_ends_the_probes_and_leaves_nothing(tmp_path, arguments):
     assert err == "dflash2-backport: error: interrupted by SIGTERM; nothing was written\n"
     assert list(scratch.iterdir()) == []
     assert _processes_mentioning(str(scratch)) == []
+
+
+def test_the_probe_runs_with_no_stopping_signal_blocked(tmp_path):
+    # run_probes blocks them while the probe starts; the probe, and every
+    # engine it starts, must get them back.
+    script = tmp_path / "probe.py"
+    script.write_text("import json, signal, sys\n"
+                      "blocked = signal.pthread_sigmask(signal.SIG_BLOCK, [])\n"
+                      "json.dump({'blocked': sorted(map(int, blocked))}, open(sys.argv[-1], 'w'))\n")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    document = verify.run_probes(sys.executable, script, [], scratch, dict(os.environ), 60)
+    assert set(document["blocked"]) & set(map(int, interrupts.SIGNALS)) == set()
+
+
+def test_a_signal_that_lands_as_the_probe_starts_still_ends_it(tmp_path, monkeypatch):
+    script = tmp_path / "probe.py"
+    script.write_text("import time\ntime.sleep(120)\n")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    started = subprocess.Popen
+
+    def start_then_signal(*args, **kwargs):
+        process = started(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return process
+
+    monkeypatch.setattr(verify.subprocess, "Popen", start_then_signal)
+    try:
+        with pytest.raises(Interrupted), interrupts.stopping_on_signals():
+            verify.run_probes(sys.executable, script, [], scratch, dict(os.environ), 60)
+        assert _processes_mentioning(str(scratch)) == []
+    finally:
+        for pid in _processes_mentioning(str(scratch)):
+            os.kill(pid, signal.SIGKILL)
