@@ -39,8 +39,10 @@ def bootstrap_medians(rounds: Rounds, rng: np.random.Generator,
     # Resamples that drew the same rounds share one array shape; grouping by
     # the draw keeps the work in numpy.
     draws, inverse = np.unique(np.sort(picks, axis=1), axis=0, return_inverse=True)
-    for index, draw in enumerate(draws):
-        rows = np.flatnonzero(inverse.ravel() == index)
+    inverse = inverse.ravel()
+    by_draw = np.split(np.argsort(inverse, kind="stable"),
+                       np.cumsum(np.bincount(inverse, minlength=len(draws)))[:-1])
+    for draw, rows in zip(draws, by_draw):
         pooled = np.concatenate(
             [kept[r][rng.integers(0, kept[r].size, (rows.size, kept[r].size))]
              for r in draw], axis=1)

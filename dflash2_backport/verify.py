@@ -47,7 +47,7 @@ _BOOTSTRAP = (
     # The probe starts with the stopping signals blocked (see run_probes) and
     # gives them back to itself and the engines it starts.
     "import runpy, signal, sys; "
-    "signal.pthread_sigmask(signal.SIG_UNBLOCK, (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)); "
+    f"signal.pthread_sigmask(signal.SIG_UNBLOCK, {tuple(map(int, interrupts.SIGNALS))}); "
     "del sys.path[0]; sys.argv = sys.argv[1:]; "
     "runpy.run_path(sys.argv[0], run_name='__main__')"
 )
