@@ -6,6 +6,7 @@ drafting), the statistics and verdicts, and the scripts' plans and tables
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib.util
 import json
 import math
@@ -13,6 +14,7 @@ import os
 import struct
 import sys
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -595,3 +597,30 @@ def test_a_version_with_one_engine_so_far_shows_its_figure_and_no_speedup(tmp_pa
     # version, the no-spec median [lo, hi], then '-' for DFlash2, speedup and length
     assert [row[:4] + row[4:7] for row in rows] == [
         ["0.28.0", "100", "[100,", "100]", "-", "-", "-"]] * 4
+
+
+def test_host_usage_counts_the_cpu_time_and_collections_between_two_readings():
+    before = speed.host_usage()
+    spin_until = time.process_time() + 0.2
+    while time.process_time() < spin_until:
+        pass
+    gc.collect()
+    delta = speed.usage_delta(speed.host_usage(), before)
+    assert delta["cpu_s"] >= 0.2 and delta["gc"] >= 1
+
+
+def test_the_report_gives_each_process_its_cycles_host_figures(tmp_path, capsys):
+    _write_results(tmp_path, 250.0, 250.0)
+    path = tmp_path / "results" / "round1-dflash2.json"
+    result = json.loads(path.read_text())
+    result["cycles"] = [
+        {"wall_s": 1.0, "cpu_s": 1.0, "involuntary": 10, "voluntary": 500, "gc": 0},
+        {"wall_s": 4.0, "cpu_s": 2.0, "involuntary": 30, "voluntary": 700, "gc": 2},
+        {"wall_s": 3.0, "cpu_s": 0.3, "involuntary": 20, "voluntary": 900, "gc": 1}]
+    path.write_text(json.dumps(result))
+    speed.main(["report", "--run", str(tmp_path)])
+    line = next(line for line in capsys.readouterr().out.splitlines()
+                if line.startswith("round 1 dflash2:"))
+    # the CPU share is the median of each cycle's own, not of the sums
+    assert line.endswith("; a cycle 3.00 s, CPU 0.50 of wall, 20 involuntary and "
+                         "700 voluntary switches, 1 GC runs")

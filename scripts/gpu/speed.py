@@ -137,6 +137,22 @@ def engine_timings(log: str) -> dict:
 # One engine (its own process)
 # --------------------------------------------------------------------------
 
+def host_usage() -> dict:
+    """What the process has taken of the host so far: CPU seconds of all its
+    threads, context switches, and the garbage collector's runs."""
+    import gc
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return {"cpu_s": usage.ru_utime + usage.ru_stime, "involuntary": usage.ru_nivcsw,
+            "voluntary": usage.ru_nvcsw,
+            "gc": sum(stats["collections"] for stats in gc.get_stats())}
+
+
+def usage_delta(after: dict, before: dict) -> dict:
+    return {key: round(after[key] - before[key], 4) for key in after}
+
+
 def run_engine(args) -> None:
     started = time.time()
     models = json.loads(Path(args.models).read_text())
@@ -204,7 +220,7 @@ def run_engine(args) -> None:
         if cycle and time.time() + 1.2 * cycle + EXIT_MARGIN > args.stop_at:
             result["errors"]["budget"] = "stopped early: the call's budget ran short"
             break
-        cycle_start = time.time()
+        cycle_start, host_before = time.time(), host_usage()
         for cell in CELLS:
             rate, per_request, counters, out = repetition(cell)
             entry = result["cells"].setdefault(cell, {"reps": [], "per_request": [],
@@ -215,6 +231,8 @@ def run_engine(args) -> None:
             entry["first_output"] = out[0][:32]
             entry["output_tokens"] = sum(map(len, out))
         cycle = time.time() - cycle_start
+        result.setdefault("cycles", []).append(
+            {"wall_s": round(cycle, 4), **usage_delta(host_usage(), host_before)})
         result["timings"]["measure_s"] = round(time.time() - t, 1)
         save()
     if args.profile and ENGINES[args.name][1]:
@@ -369,7 +387,23 @@ def timing_line(figures: dict) -> str:
             f"(load {s('load_s')}, compile {s('compile_s')}, capture {s('capture_s')}, "
             f"init engine {s('init_engine_s')}), warm-up {s('warmup_s')}, "
             f"measurement {s('measure_s')} for {reps} repetitions"
-            + (f"; {host['cpus']} cores, {host['torch_threads']} torch threads" if host else ""))
+            + (f"; {host['cpus']} cores, {host['torch_threads']} torch threads" if host else "")
+            + cycle_line(figures.get("cycles", [])))
+
+
+def cycle_line(cycles: list[dict]) -> str:
+    """Per repetition's cycle of cells, medians: the CPU time its threads
+    took against the wall time, and how often the host took a core away."""
+    if not cycles:
+        return ""
+
+    def median(key):
+        return float(np.median([c[key] for c in cycles]))
+
+    share = float(np.median([c["cpu_s"] / c["wall_s"] for c in cycles]))
+    return (f"; a cycle {median('wall_s'):.2f} s, CPU {share:.2f} "
+            f"of wall, {median('involuntary'):.0f} involuntary and "
+            f"{median('voluntary'):.0f} voluntary switches, {median('gc'):.0f} GC runs")
 
 
 # --------------------------------------------------------------------------
