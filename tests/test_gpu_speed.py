@@ -317,6 +317,32 @@ def test_one_round_says_nothing_of_the_spread_between_rounds():
     assert found["verdict"] == "INCONCLUSIVE"
 
 
+# A machine with slow spells: every DFlash2 cycle of either version runs at
+# one of these rates, both cycles of a pair at the same one.
+SPELLS = [100.0, 60.0, 95.0, 70.0, 100.0, 65.0]
+
+
+def test_pairs_cancel_a_slow_spell_that_each_version_meets_alike():
+    steady = [[100.0] * 6] * 2
+    unpaired = speed_stats.ratio_of_speedups(steady, [SPELLS] * 2, steady, [SPELLS] * 2)
+    assert unpaired["verdict"] == "INCONCLUSIVE"
+    paired = speed_stats.paired_ratio_of_speedups([[1.0] * 6] * 2, [[1.0] * 6] * 2)
+    assert (paired["point"], paired["lo"], paired["hi"], paired["verdict"]) == (
+        1.0, 1.0, 1.0, "PASS")
+
+
+@pytest.mark.parametrize("base_pairs, spec_pairs, point, verdict", [
+    ([[1.0] * 6] * 2, [[0.95] * 6] * 2, 0.95, "FAIL"),
+    ([[1.02] * 6] * 2, [[1.02] * 6] * 2, 1.0, "PASS"),  # the targets differ alike
+    ([[1.0] * 6], [[1.0] * 6], 1.0, "INCONCLUSIVE"),   # one round
+    ([[1.0] * 6] * 2, [[0.9, 1.1] * 3] * 2, 1.0, "INCONCLUSIVE"),
+])
+def test_paired_speedup_ratio_is_the_median_spec_pair_over_the_median_base_pair(
+        base_pairs, spec_pairs, point, verdict):
+    found = speed_stats.paired_ratio_of_speedups(base_pairs, spec_pairs)
+    assert (found["point"], found["verdict"]) == (pytest.approx(point), verdict)
+
+
 @pytest.mark.parametrize("point, lo, hi, verdict", [
     (1.00, 0.980, 1.020, "PASS"),
     (0.99, 0.965, 1.015, "FAIL"),          # narrow, but reaches below 0.97
@@ -614,13 +640,146 @@ def test_the_report_gives_each_process_its_cycles_host_figures(tmp_path, capsys)
     path = tmp_path / "results" / "round1-dflash2.json"
     result = json.loads(path.read_text())
     result["cycles"] = [
-        {"wall_s": 1.0, "cpu_s": 1.0, "involuntary": 10, "voluntary": 500, "gc": 0},
-        {"wall_s": 4.0, "cpu_s": 2.0, "involuntary": 30, "voluntary": 700, "gc": 2},
-        {"wall_s": 3.0, "cpu_s": 0.3, "involuntary": 20, "voluntary": 900, "gc": 1}]
+        {"wall_s": 1.0, "cpu_s": 1.0, "involuntary": 10, "voluntary": 500, "gc": 0,
+         "steal_s": 0.0},
+        {"wall_s": 4.0, "cpu_s": 2.0, "involuntary": 30, "voluntary": 700, "gc": 2,
+         "steal_s": 0.5},
+        {"wall_s": 3.0, "cpu_s": 0.3, "involuntary": 20, "voluntary": 900, "gc": 1,
+         "steal_s": 0.25}]
     path.write_text(json.dumps(result))
     speed.main(["report", "--run", str(tmp_path)])
     line = next(line for line in capsys.readouterr().out.splitlines()
                 if line.startswith("round 1 dflash2:"))
     # the CPU share is the median of each cycle's own, not of the sums
     assert line.endswith("; a cycle 3.00 s, CPU 0.50 of wall, 20 involuntary and "
-                         "700 voluntary switches, 1 GC runs")
+                         "700 voluntary switches, 1 GC runs, 0.25 s stolen by the hypervisor")
+
+
+@pytest.mark.parametrize("first_line, ticks", [
+    ("cpu  10 0 20 3000 5 0 1 250 0 0", 250),
+    ("cpu  10 0 20 3000 5 0 1", 0),  # a kernel that does not count it
+])
+def test_stolen_time_is_the_steal_column_of_proc_stat_in_seconds(tmp_path, first_line, ticks):
+    stat = tmp_path / "stat"
+    stat.write_text(first_line + "\ncpu0 1 2 3 4 5 6 7 8\n")
+    assert speed.stolen_seconds(str(stat)) == ticks / os.sysconf("SC_CLK_TCK")
+
+
+# A vllm whose LLM answers at once and notes when each generate call began,
+# and a torch with only what the engine asks of it after its warm-up.
+FAKE_VLLM = """
+import os, pathlib, time
+CALLS = pathlib.Path({tree!r}, "calls")
+FAIL_AFTER = {fail_after}
+class SamplingParams:
+    def __init__(self, **kwargs):
+        pass
+class _Request:
+    def __init__(self):
+        self.outputs = [type("Out", (), {{"token_ids": [1, 2, 3]}})()]
+class LLM:
+    def __init__(self, **kwargs):
+        self.calls = 0
+    def get_metrics(self):
+        return []
+    def generate(self, prompts, params, use_tqdm=False):
+        self.calls += 1
+        if FAIL_AFTER is not None and self.calls > FAIL_AFTER:
+            raise RuntimeError("the engine died")
+        with open(CALLS, "a") as calls:
+            calls.write(f"{{time.monotonic()}} {{os.getpid()}}\\n")
+        time.sleep(0.002)
+        return [_Request() for _ in prompts]
+"""
+CALLS_PER_CYCLE = sum(speed.C1_REQUESTS if speed.LOADS[c.split("_")[1]] == 1 else 1
+                      for c in speed.CELLS)
+
+
+def _fake_engines(tmp_path: Path, fail_after: dict | None = None) -> list[str]:
+    def source(tree):
+        torch = tree / "torch"
+        torch.mkdir()
+        (torch / "__init__.py").write_text("def get_num_threads():\n    return 1\n")
+        return FAKE_VLLM.format(tree=str(tree), fail_after=(fail_after or {}).get(tree.name))
+    return _fake_trees(tmp_path, source)[1]
+
+
+def _owners(tmp_path: Path) -> list[str]:
+    """Which tree made each generate call after the warm-ups, in time order."""
+    calls = []
+    for name in ("vt", "vt28"):
+        lines = (tmp_path / name / "calls").read_text().split()
+        stamps = [float(t) for t in lines[::2]][speed.WARMUPS * CALLS_PER_CYCLE:]
+        calls += [(stamp, name) for stamp in stamps]
+    return [name for _, name in sorted(calls)]
+
+
+def test_paired_engines_take_turns_cell_by_cell(tmp_path, capsys):
+    where = _fake_engines(tmp_path)
+    code = speed.main(["run", *where, "--round", "1", "--engines", "dflash2,up_dflash2",
+                       "--paired", "--reps", "4"])
+    assert code == 0, capsys.readouterr().out
+    # who goes first flips from cell to cell and from cycle to cycle; a c1
+    # cell is two generate calls, a b32 cell one
+    a, b = "vt", "vt28"
+    cycle_1 = [a, a, b, b] + [b, a] + [a, a, b, b] + [b, a]
+    cycle_2 = [b, b, a, a] + [a, b] + [b, b, a, a] + [a, b]
+    assert _owners(tmp_path) == (cycle_1 + cycle_2) * 2
+    for engine in ("dflash2", "up_dflash2"):
+        result = json.loads((tmp_path / "run" / "results" / f"round1-{engine}.json").read_text())
+        assert result["paired"] and result["exit"] == 0
+        assert [len(result["cells"][cell]["reps"]) for cell in speed.CELLS] == [4] * 4
+
+
+def test_a_paired_engine_that_dies_ends_its_pair_and_its_partner_exits_cleanly(tmp_path,
+                                                                                capsys):
+    # up_dflash2 dies in the first cell of the second cycle, where it goes first
+    where = _fake_engines(tmp_path, {"vt28": (speed.WARMUPS + 1) * CALLS_PER_CYCLE + 1})
+    code = speed.main(["run", *where, "--round", "1", "--engines", "dflash2,up_dflash2",
+                       "--paired", "--reps", "4"])
+    printed = capsys.readouterr().out
+    assert code == 1 and "the engine died" in printed
+    results = {engine: json.loads((tmp_path / "run" / "results" / f"round1-{engine}.json")
+                                  .read_text()) for engine in ("dflash2", "up_dflash2")}
+    assert results["dflash2"]["exit"] == 0 and results["up_dflash2"]["exit"] == 1
+    # and dflash2 is not asked for that cell: one repetition of each
+    assert [len(results["dflash2"]["cells"][cell]["reps"]) for cell in speed.CELLS] == [1] * 4
+    assert len(results["dflash2"]["cycles"]) == 1
+
+
+@pytest.mark.parametrize("engines", ["dflash2,base", "base,up_base,dflash2",
+                                     "dflash2,dflash2"])
+def test_paired_engines_must_come_as_one_kind_of_each_version(tmp_path, engines):
+    (tmp_path / "models.json").write_text("{}")
+    with pytest.raises(SystemExit, match="--paired: engines go in pairs"):
+        speed.main(["run", "--run", str(tmp_path), "--round", "1", "--paired",
+                    "--engines", engines])
+
+
+def _write_paired(run: Path, ours_spec: list[float], up_spec: list[float],
+                  paired_rounds=(1, 2)) -> None:
+    (run / "results").mkdir(parents=True)
+    for round_number in (1, 2):
+        for engine, reps in (("base", [100.0] * 6), ("up_base", [100.0] * 6),
+                             ("dflash2", ours_spec), ("up_dflash2", up_spec)):
+            result = _result(engine, round_number, reps, 10.0, 50.0)
+            result["paired"] = round_number in paired_rounds
+            (run / "results" / f"round{round_number}-{engine}.json").write_text(
+                json.dumps(result))
+
+
+@pytest.mark.parametrize("ours_spec, paired_rounds, line", [
+    (SPELLS, (1, 2), "speedup ratio 0.27.1 / 0.28.0 (cycles paired): "
+                     "1.000 [1.000, 1.000] (+-0.0%): PASS"),
+    ([0.9 * rate for rate in SPELLS], (1, 2), "speedup ratio 0.27.1 / 0.28.0 "
+                                            "(cycles paired): 0.900 [0.900, 0.900] (+-0.0%): FAIL"),
+    # a round run unpaired: the rounds are judged unpaired, the spells stay in
+    (SPELLS, (1,), "speedup ratio 0.27.1 / 0.28.0: 1.000 ["),
+])
+def test_the_report_judges_paired_rounds_by_their_pairs(tmp_path, capsys, ours_spec,
+                                                        paired_rounds, line):
+    _write_paired(tmp_path, ours_spec, SPELLS, paired_rounds)
+    speed.main(["report", "--run", str(tmp_path)])
+    lines = [text for text in capsys.readouterr().out.splitlines()
+             if text.startswith("speedup ratio")]
+    assert len(lines) == 4 and all(text.startswith(line) for text in lines)

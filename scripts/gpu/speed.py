@@ -146,7 +146,19 @@ def host_usage() -> dict:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return {"cpu_s": usage.ru_utime + usage.ru_stime, "involuntary": usage.ru_nivcsw,
             "voluntary": usage.ru_nvcsw,
-            "gc": sum(stats["collections"] for stats in gc.get_stats())}
+            "gc": sum(stats["collections"] for stats in gc.get_stats()),
+            "steal_s": stolen_seconds()}
+
+
+def stolen_seconds(stat: str = "/proc/stat") -> float:
+    """CPU time the hypervisor gave to others while this machine's cores
+    wanted it, summed over the cores since boot (0 where not counted)."""
+    try:
+        fields = Path(stat).read_text().split("\n", 1)[0].split()
+    except OSError:
+        return 0.0
+    # cpu user nice system idle iowait irq softirq steal ...
+    return int(fields[8]) / os.sysconf("SC_CLK_TCK") if len(fields) > 8 else 0.0
 
 
 def usage_delta(after: dict, before: dict) -> dict:
@@ -215,26 +227,53 @@ def run_engine(args) -> None:
     result["host"] = {"cpus": len(os.sched_getaffinity(0)),
                       "torch_threads": torch.get_num_threads(),
                       "omp_num_threads": os.environ.get("OMP_NUM_THREADS")}
-    t, cycle = time.time(), 0.0
-    for _ in range(args.reps):
-        if cycle and time.time() + 1.2 * cycle + EXIT_MARGIN > args.stop_at:
-            result["errors"]["budget"] = "stopped early: the call's budget ran short"
-            break
-        cycle_start, host_before = time.time(), host_usage()
-        for cell in CELLS:
-            rate, per_request, counters, out = repetition(cell)
-            entry = result["cells"].setdefault(cell, {"reps": [], "per_request": [],
-                                                      "counters": []})
-            entry["reps"].append(rate)
-            entry["per_request"].append(per_request)
-            entry["counters"].append(counters)
-            entry["first_output"] = out[0][:32]
-            entry["output_tokens"] = sum(map(len, out))
-        cycle = time.time() - cycle_start
+
+    def measure_cell(cell):
+        """One repetition of `cell`, recorded; its time and host usage."""
+        cell_start, host_before = time.time(), host_usage()
+        rate, per_request, counters, out = repetition(cell)
+        entry = result["cells"].setdefault(cell, {"reps": [], "per_request": [],
+                                                  "counters": []})
+        entry["reps"].append(rate)
+        entry["per_request"].append(per_request)
+        entry["counters"].append(counters)
+        entry["first_output"] = out[0][:32]
+        entry["output_tokens"] = sum(map(len, out))
+        return {"wall_s": time.time() - cell_start, **usage_delta(host_usage(), host_before)}
+
+    def add_cycle(parts):
         result.setdefault("cycles", []).append(
-            {"wall_s": round(cycle, 4), **usage_delta(host_usage(), host_before)})
+            {key: round(sum(part[key] for part in parts), 4) for key in parts[0]})
         result["timings"]["measure_s"] = round(time.time() - t, 1)
         save()
+
+    t, cycle = time.time(), 0.0
+    if args.reply_fd is not None:
+        # Paired: the run asks for each cell in turn, alternating with the
+        # other version's engine, and closes stdin to stop it.
+        result["paired"] = True
+        replies = os.fdopen(args.reply_fd, "w", buffering=1)
+        save()
+        replies.write("ready\n")
+        parts = []
+        for line in sys.stdin:
+            command, _, cell = line.strip().partition(" ")
+            if command != "cell" or cell not in CELLS:
+                break
+            parts.append(measure_cell(cell))
+            if len(parts) == len(CELLS):
+                add_cycle(parts)
+                parts = []
+            save()
+            replies.write("done\n")
+    else:
+        for _ in range(args.reps):
+            if cycle and time.time() + 1.2 * cycle + EXIT_MARGIN > args.stop_at:
+                result["errors"]["budget"] = "stopped early: the call's budget ran short"
+                break
+            parts = [measure_cell(cell) for cell in CELLS]
+            add_cycle(parts)
+            cycle = sum(part["wall_s"] for part in parts)
     if args.profile and ENGINES[args.name][1]:
         try:
             result["profile"] = profile_decode_steps(
@@ -306,8 +345,6 @@ def _copy(run: Path, target: Path | None) -> None:
 
 
 def run_round(args) -> int:
-    import driver
-
     run = args.run
     models = run / "models.json"
     if not models.is_file():
@@ -315,11 +352,22 @@ def run_round(args) -> int:
     if args.cpus and not args.cpus <= os.sched_getaffinity(0):
         raise SystemExit(f"--cpus: cores {sorted(args.cpus - os.sched_getaffinity(0))} are not "
                          f"this process's to give; it has {sorted(os.sched_getaffinity(0))}")
+    names = args.engines.split(",") if args.engines else round_order(args.round)
+    if args.paired:
+        pairs = [names[i:i + 2] for i in range(0, len(names), 2)]
+        if any(len(pair) != 2 or {ENGINES[n][1] for n in pair} != {ENGINES[pair[0]][1]}
+               or {ENGINES[n][0] for n in pair} != set(VERSIONS) for pair in pairs):
+            raise SystemExit(f"--paired: engines go in pairs of one kind, one of each "
+                             f"version, as base,up_base or up_dflash2,dflash2; not {names}")
+        if args.profile:
+            raise SystemExit("--paired: --profile needs an engine alone on the GPU; "
+                             "profile in a round without --paired")
     (run / "results").mkdir(parents=True, exist_ok=True)
     (run / "logs").mkdir(parents=True, exist_ok=True)
     deadline = time.time() + args.budget
-    trees = {"closure": args.tree_0271, "up": args.tree_0280}
-    names = args.engines.split(",") if args.engines else round_order(args.round)
+    if args.paired:
+        failed = sum(run_pair(args, pair, deadline) for pair in pairs)
+        return 1 if failed else 0
     failed = 0
     for name in names:
         left = deadline - time.time()
@@ -328,51 +376,143 @@ def run_round(args) -> int:
                   flush=True)
             failed += 1
             continue
+        engine = Engine(args, name, deadline)
+        try:
+            engine.proc.wait(timeout=max(1.0, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            engine.proc.kill()
+        failed += engine.finish()
+    return 1 if failed else 0
+
+
+class Engine:
+    """One engine's process, its log and its result file. Paired, it also
+    takes commands on its stdin and answers on a pipe of its own, so that
+    vLLM's output stays in the log."""
+
+    def __init__(self, args, name: str, deadline: float, paired: bool = False):
+        import driver
+
+        self.args, self.name, self.started = args, name, time.time()
         tree = ENGINES[name][0]
+        trees = {"closure": args.tree_0271, "up": args.tree_0280}
         # The target's torch.compile cache is shared by a version's engines
         # and by its later rounds: only the first start compiles.
-        env = driver._engine_env(dict(os.environ), tree, trees, args.site, run,
-                                 f"cache-{VERSIONS[tree]}")
+        self.env = driver._engine_env(dict(os.environ), tree, trees, args.site, args.run,
+                                      f"cache-{VERSIONS[tree]}")
         # The engine core in this process, where the profiler sees its kernels;
         # FlashInfer's sampler is not on the machine.
-        env.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-        env.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
+        self.env.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        self.env.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
         if args.torch_threads:
-            env["OMP_NUM_THREADS"] = str(args.torch_threads)
+            self.env["OMP_NUM_THREADS"] = str(args.torch_threads)
         stem = f"round{args.round}-{name}"
-        result, log_path = run / "results" / f"{stem}.json", run / "logs" / f"{stem}.log"
+        self.result = args.run / "results" / f"{stem}.json"
+        self.log_path = args.run / "logs" / f"{stem}.log"
         command = [sys.executable, __file__, "engine", "--name", name,
-                   "--round", str(args.round), "--models", str(models),
-                   "--result", str(result), "--reps", str(engine_reps(name, args.reps)),
+                   "--round", str(args.round), "--models", str(args.run / "models.json"),
+                   "--result", str(self.result), "--reps", str(engine_reps(name, args.reps)),
                    "--warmups", str(args.warmups), "--stop-at", str(deadline)]
         if args.profile:
             command.append("--profile")
-        started = time.time()
-        with open(log_path, "w") as log:
+        self.replies, writer, self.buffer = None, None, b""
+        if paired:
+            self.replies, writer = os.pipe()
+            command += ["--reply-fd", str(writer)]
+        with open(self.log_path, "w") as log:
             # The affinity is set in the child before it starts, so that the
             # engine and every thread and process it makes inherit it.
             pin = (lambda: os.sched_setaffinity(0, args.cpus)) if args.cpus else None
-            proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                    preexec_fn=pin)
+            self.proc = subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT, env=self.env,
+                stdin=subprocess.PIPE if paired else subprocess.DEVNULL, preexec_fn=pin,
+                pass_fds=(writer,) if paired else ())
+        if writer is not None:
+            os.close(writer)
+
+    def ask(self, command: str | None, until: float) -> str | None:
+        """Send `command` (None: only wait), then the engine's answer, or None
+        when it exits or `until` passes first."""
+        import select
+
+        try:
+            if command is not None:
+                self.proc.stdin.write(f"{command}\n".encode())
+                self.proc.stdin.flush()
+            while b"\n" not in self.buffer:
+                ready, _, _ = select.select([self.replies], [], [], max(0.0, until - time.time()))
+                chunk = os.read(self.replies, 256) if ready else b""
+                if not chunk:
+                    return None
+                self.buffer += chunk
+        except OSError:  # its stdin closed: it has exited
+            return None
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return line.decode()
+
+    def finish(self) -> int:
+        """Stop the engine (a paired one is told to), record how it went;
+        1 if it failed."""
+        if self.replies is not None:
             try:
-                proc.wait(timeout=max(1.0, deadline - time.time()))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        text = log_path.read_text(errors="replace")
-        figures = json.loads(result.read_text()) if result.is_file() else {}
+                self.proc.stdin.close()
+            except OSError:
+                pass
+            os.close(self.replies)
+        try:
+            self.proc.wait(timeout=EXIT_MARGIN)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        text = self.log_path.read_text(errors="replace")
+        figures = json.loads(self.result.read_text()) if self.result.is_file() else {}
         figures.setdefault("timings", {}).update(engine_timings(text))
-        figures["timings"]["wall_s"] = round(time.time() - started, 1)
-        figures["exit"] = proc.returncode
-        figures["cache_root"] = env["VLLM_CACHE_ROOT"]
-        result.write_text(json.dumps(figures))
-        failed += proc.returncode != 0
-        print(f"[round {args.round} {name}] exit {proc.returncode}: "
+        figures["timings"]["wall_s"] = round(time.time() - self.started, 1)
+        figures["exit"] = self.proc.returncode
+        figures["cache_root"] = self.env["VLLM_CACHE_ROOT"]
+        self.result.write_text(json.dumps(figures))
+        print(f"[round {self.args.round} {self.name}] exit {self.proc.returncode}: "
               + timing_line(figures), flush=True)
-        if proc.returncode != 0:
+        if self.proc.returncode != 0:
+            import driver
+
             print(driver.log_tail(text, 8), flush=True)
-        _copy(run, args.copy_to)
-    return 1 if failed else 0
+        _copy(self.args.run, self.args.copy_to)
+        return int(self.proc.returncode != 0)
+
+
+def run_pair(args, pair: list[str], deadline: float) -> int:
+    """Both versions' engines of one kind on the GPU at once, started one
+    after the other (each measures its memory alone), then each cell run by
+    one and at once by the other, who goes first alternating from cell to
+    cell and from cycle to cycle. A slow spell of the machine lasts about a
+    second, longer than a cell and shorter than a cycle of cells, so it falls
+    on both figures of a pair. The number of failed engines."""
+    engines: list[Engine] = []
+    for name in pair:
+        left = deadline - time.time()
+        if left < args.min_engine_s:
+            print(f"[round {args.round} {name}] skipped: {left:.0f} s of the budget left",
+                  flush=True)
+            break
+        engine = Engine(args, name, deadline, paired=True)
+        engines.append(engine)
+        if engine.ask(None, deadline - EXIT_MARGIN) != "ready":
+            break
+    cycles, longest = 0, 0.0
+    if len(engines) == 2 and all(e.proc.poll() is None for e in engines):
+        while cycles < engine_reps(pair[0], args.reps):
+            if time.time() + 1.2 * longest + EXIT_MARGIN > deadline:
+                break
+            t = time.time()
+            # all() stops at the first engine that does not answer.
+            if not all(engine.ask(f"cell {cell}", deadline) == "done"
+                       for i, cell in enumerate(CELLS)
+                       for engine in (engines if (cycles + i) % 2 == 0 else engines[::-1])):
+                break
+            cycles, longest = cycles + 1, max(longest, time.time() - t)
+    print(f"[round {args.round} {','.join(pair)}] {cycles} paired cycles", flush=True)
+    return sum(engine.finish() for engine in engines) + 2 - len(engines)
 
 
 def timing_line(figures: dict) -> str:
@@ -403,7 +543,9 @@ def cycle_line(cycles: list[dict]) -> str:
     share = float(np.median([c["cpu_s"] / c["wall_s"] for c in cycles]))
     return (f"; a cycle {median('wall_s'):.2f} s, CPU {share:.2f} "
             f"of wall, {median('involuntary'):.0f} involuntary and "
-            f"{median('voluntary'):.0f} voluntary switches, {median('gc'):.0f} GC runs")
+            f"{median('voluntary'):.0f} voluntary switches, {median('gc'):.0f} GC runs"
+            + (f", {median('steal_s'):.2f} s stolen by the hypervisor"
+               if all("steal_s" in c for c in cycles) else ""))
 
 
 # --------------------------------------------------------------------------
@@ -448,6 +590,22 @@ def ratio_by_round(results: dict, cell: str) -> dict[int, float]:
     return found
 
 
+def pair_rounds(results: dict, ours: str, up: str, cell: str) -> dict[int, list[float]] | None:
+    """Round -> ours / up's of each pair of cycles run back to back, when
+    every round of both engines ran paired and gave pairs; else None, and
+    the report judges the rounds unpaired."""
+    mine, theirs = results.get(ours, {}), results.get(up, {})
+    if not mine or set(mine) != set(theirs) or not all(
+            r.get("paired") for r in (*mine.values(), *theirs.values())):
+        return None
+    found = {}
+    for n in sorted(mine):
+        a, b = (r[n].get("cells", {}).get(cell, {}).get("reps", []) for r in (mine, theirs))
+        if a and b:
+            found[n] = [x / y for x, y in zip(a, b)]
+    return found or None
+
+
 def acceptance_length(results: dict, engine: str, cell: str) -> float | None:
     drafts = accepted = 0.0
     for r in results.get(engine, {}).values():
@@ -478,7 +636,17 @@ def summarize(results: dict) -> dict:
                 "rounds": len(spec or base), "reps": sum(map(len, spec or base)),
             }
         entry = {"rows": rows}
-        if all(base and spec for base, spec in rounds.values()):
+        base_pairs = pair_rounds(results, "base", "up_base", cell)
+        spec_pairs = pair_rounds(results, "dflash2", "up_dflash2", cell)
+        if base_pairs and spec_pairs:
+            entry["ratio"] = speed_stats.paired_ratio_of_speedups(
+                list(base_pairs.values()), list(spec_pairs.values()))
+            pooled = speed_stats.pooled_median(list(base_pairs.values()))
+            entry["ratio"]["by_round"] = {
+                n: float(np.median(pairs)) / (float(np.median(base_pairs[n]))
+                                              if base_pairs.get(n) else pooled)
+                for n, pairs in spec_pairs.items()}
+        elif all(base and spec for base, spec in rounds.values()):
             entry["ratio"] = speed_stats.ratio_of_speedups(
                 *rounds["0.27.1"], *rounds["0.28.0"])
             entry["ratio"]["by_round"] = ratio_by_round(results, cell)
@@ -511,7 +679,8 @@ def format_report(summary: dict) -> str:
                 f"{row['reps']:>3} in {row['rounds']:>1}")
         ratio = entry.get("ratio")
         if ratio:
-            lines.append(f"speedup ratio 0.27.1 / 0.28.0: {_ci(ratio, 3)} "
+            paired = " (cycles paired)" if ratio.get("paired") else ""
+            lines.append(f"speedup ratio 0.27.1 / 0.28.0{paired}: {_ci(ratio, 3)} "
                          f"(+-{100 * ratio['half_width']:.1f}%): {ratio['verdict']}")
             if ratio.get("by_round"):
                 lines.append("  each round's own: " + ", ".join(
@@ -569,6 +738,9 @@ def main(argv=None) -> int:
     run.add_argument("--profile", action="store_true",
                      help="DFlash2 engines also profile a decode step per load")
     run.add_argument("--copy-to", type=Path)
+    run.add_argument("--paired", action="store_true",
+                     help="each pair of engines on the GPU at once, their cycles "
+                          "alternated (--engines in pairs of one kind)")
     run.add_argument("--cpus", type=parse_cpus,
                      help="cores every engine is pinned to, as 0-7,12 (default: all)")
     run.add_argument("--torch-threads", type=int,
@@ -590,6 +762,7 @@ def main(argv=None) -> int:
     engine.add_argument("--warmups", type=int, default=WARMUPS)
     engine.add_argument("--stop-at", type=float, required=True)
     engine.add_argument("--profile", action="store_true")
+    engine.add_argument("--reply-fd", type=int)
     args = parser.parse_args(argv)
     if args.command == "models":
         t = time.time()
