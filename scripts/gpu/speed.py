@@ -3,7 +3,7 @@ GPU-bound target (Qwen3-8B's shape) at two known acceptance rates.
 
     python3 scripts/gpu/speed.py models --run DIR
     python3 scripts/gpu/speed.py run --run DIR --round N [--engines a,b,...]
-                                     [--budget S] [--copy-to OUT] [--profile]
+                                     [--budget S] [--copy-to OUT] [--profile | --paired]
     python3 scripts/gpu/speed.py report --run DIR [--copy-to OUT]
     python3 scripts/gpu/speed.py plan
 
@@ -13,8 +13,10 @@ another, alone on the GPU: `base` and `dflash2` on 0.27.1 (/tmp/vt),
 `up_base` and `up_dflash2` on 0.28.0 (/tmp/vt28), versions alternated and
 the order flipped every other round. Each engine warms up, then repeats every
 cell (regime high or low x load c1 or b32) until its repetitions are done or
-the call's budget runs short, saving after every repetition. `report` reads
-every round's files and prints the tables and verdicts.
+the call's budget runs short, saving after every repetition. With
+`--paired`, a kind's two engines share the GPU and take turns cell by cell,
+so that the machine's slow spells fall on both. `report` reads every
+round's files and prints the tables and verdicts.
 """
 
 from __future__ import annotations
