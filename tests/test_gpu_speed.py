@@ -783,3 +783,49 @@ def test_the_report_judges_paired_rounds_by_their_pairs(tmp_path, capsys, ours_s
     lines = [text for text in capsys.readouterr().out.splitlines()
              if text.startswith("speedup ratio")]
     assert len(lines) == 4 and all(text.startswith(line) for text in lines)
+
+
+@pytest.mark.parametrize("paired", [["--paired"], []])
+def test_a_host_profile_names_each_versions_functions_from_vllm_on(tmp_path, capsys, paired):
+    where = _fake_engines(tmp_path)
+    code = speed.main(["run", *where, "--round", "1", "--engines", "dflash2,up_dflash2",
+                       "--reps", "1", "--host-profile", *paired])
+    assert code == 0, capsys.readouterr().out
+    results = tmp_path / "run" / "results"
+    for engine in ("dflash2", "up_dflash2"):
+        profile = json.loads((results / f"round1-{engine}.json").read_text())["host_profile"]
+        # the fake LLM answers three tokens a request
+        assert profile["tokens"] == 3 * speed.HOST_PROFILE_REQUESTS
+        in_vllm = [(f["function"].split(":")[0], f["calls"]) for f in profile["functions"]
+                   if f["function"].endswith("(generate)") and str(tmp_path) not in f["function"]
+                   and "speed.py" not in f["function"]]
+        # the tree's own directory is cut off, so both versions' names match
+        assert in_vllm == [("vllm/__init__.py", speed.HOST_PROFILE_REQUESTS)]
+        assert "(generate)" in (results / profile["file"]).read_text()
+
+
+def test_the_report_sets_the_versions_host_functions_side_by_side_by_their_difference(
+        tmp_path, capsys):
+    _write_results(tmp_path, 250.0, 250.0)
+    profiles = {
+        "dflash2": [("vllm/v1/worker/gpu_model_runner.py:2100(execute_model)", 0.010),
+                    ("vllm/v1/core/sched/scheduler.py:300(schedule)", 0.004),
+                    ("vllm/v1/sample/sampler.py:50(forward)", 0.003)],
+        "up_dflash2": [("vllm/v1/worker/gpu_model_runner.py:2250(execute_model)", 0.008),
+                       ("vllm/v1/core/sched/scheduler.py:310(schedule)", 0.004)],
+    }
+    for engine, functions in profiles.items():
+        path = tmp_path / "results" / f"round2-{engine}.json"
+        result = json.loads(path.read_text())
+        result["host_profile"] = {"tokens": 1000, "elapsed_s": 0.5, "functions": [
+            {"function": f, "calls": 1, "own_s": own, "with_callees_s": own}
+            for f, own in functions]}
+        path.write_text(json.dumps(result))
+    speed.main(["report", "--run", str(tmp_path)])
+    printed = capsys.readouterr().out
+    lines = printed[printed.index("host profile, round 2"):].splitlines()
+    assert [line.split() for line in lines[1:]] == [
+        ["3.0", "/", "-", "vllm/v1/sample/sampler.py(forward)"],
+        ["10.0", "/", "8.0", "vllm/v1/worker/gpu_model_runner.py(execute_model)"],
+        ["4.0", "/", "4.0", "vllm/v1/core/sched/scheduler.py(schedule)"]]
+    assert lines[0].endswith("(0.27.1 / 0.28.0; all: 500 / 500):")

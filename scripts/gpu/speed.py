@@ -56,6 +56,13 @@ OUTPUT_TOKENS = 128
 # host), and a cycle of its cells costs the same four seconds.
 REPS = {"base": 8, "dflash2": 16}
 WARMUPS = 2
+# The host profile: requests of the high regime one at a time, and the
+# functions kept by their own time.
+HOST_PROFILE_REQUESTS = 8
+HOST_PROFILE_ROWS = 60
+# What a run keeps free for it: eight requests of a quarter second, slowed
+# by the profiler.
+HOST_PROFILE_S = 30.0
 # One request and 32, each also as a verification step of 16 tokens a
 # request: every decode step of every cell replays a captured graph.
 CAPTURE_SIZES = [1, 16, 32, 512]
@@ -260,6 +267,11 @@ def run_engine(args) -> None:
         parts = []
         for line in sys.stdin:
             command, _, cell = line.strip().partition(" ")
+            if command == "host-profile":
+                result["host_profile"] = profile_host(generate, prompts, Path(args.result))
+                save()
+                replies.write("done\n")
+                continue
             if command != "cell" or cell not in CELLS:
                 break
             parts.append(measure_cell(cell))
@@ -270,12 +282,15 @@ def run_engine(args) -> None:
             replies.write("done\n")
     else:
         for _ in range(args.reps):
-            if cycle and time.time() + 1.2 * cycle + EXIT_MARGIN > args.stop_at:
+            kept = EXIT_MARGIN + (HOST_PROFILE_S if args.host_profile else 0.0)
+            if cycle and time.time() + 1.2 * cycle + kept > args.stop_at:
                 result["errors"]["budget"] = "stopped early: the call's budget ran short"
                 break
             parts = [measure_cell(cell) for cell in CELLS]
             add_cycle(parts)
             cycle = sum(part["wall_s"] for part in parts)
+    if args.host_profile and args.reply_fd is None:
+        result["host_profile"] = profile_host(generate, prompts, Path(args.result))
     if args.profile and ENGINES[args.name][1]:
         try:
             result["profile"] = profile_decode_steps(
@@ -287,6 +302,41 @@ def run_engine(args) -> None:
     result["timings"]["process_s"] = round(time.time() - started, 1)
     save()
     print(f"[{args.name}] done", flush=True)
+
+
+def profile_host(generate, prompts, result_path: Path) -> dict:
+    """cProfile over requests of the high regime, one at a time: where each
+    version's host time goes, function by function. The profiler slows every
+    Python call alike in both versions; only the comparison means anything.
+    Files are named from their `vllm/` on, so both trees' names match."""
+    import cProfile
+    import io
+    import pstats
+
+    profiler, tokens = cProfile.Profile(), 0
+    t = time.perf_counter()
+    profiler.enable()
+    for prompt in prompts["high"][:HOST_PROFILE_REQUESTS]:
+        tokens += len(generate([prompt])[0])
+    profiler.disable()
+    elapsed = time.perf_counter() - t
+    stats = pstats.Stats(profiler)
+    top = sorted(stats.stats.items(), key=lambda item: item[1][2], reverse=True)
+    functions = [{"function": f"{_short_path(file)}:{line}({name})", "calls": calls,
+                  "own_s": round(own, 6), "with_callees_s": round(total, 6)}
+                 for (file, line, name), (_, calls, own, total, _) in top[:HOST_PROFILE_ROWS]]
+    text = io.StringIO()
+    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(HOST_PROFILE_ROWS)
+    path = result_path.with_name(f"{result_path.stem}-host-profile.txt")
+    path.write_text(f"{HOST_PROFILE_REQUESTS} requests one at a time, {tokens} tokens in "
+                    f"{elapsed:.2f} s under the profiler\n{text.getvalue()}")
+    return {"file": path.name, "tokens": tokens, "elapsed_s": round(elapsed, 3),
+            "functions": functions}
+
+
+def _short_path(file: str) -> str:
+    head, marker, tail = file.rpartition("/vllm/")
+    return f"vllm/{tail}" if marker else file
 
 
 def profile_decode_steps(llm, prompts, params, result_path: Path, counters) -> dict:
@@ -417,6 +467,8 @@ class Engine:
                    "--warmups", str(args.warmups), "--stop-at", str(deadline)]
         if args.profile:
             command.append("--profile")
+        if args.host_profile and not paired:
+            command.append("--host-profile")
         self.replies, writer, self.buffer = None, None, b""
         if paired:
             self.replies, writer = os.pipe()
@@ -502,9 +554,10 @@ def run_pair(args, pair: list[str], deadline: float) -> int:
         if engine.ask(None, deadline - EXIT_MARGIN) != "ready":
             break
     cycles, longest = 0, 0.0
+    kept = EXIT_MARGIN + (2 * HOST_PROFILE_S if args.host_profile else 0.0)
     if len(engines) == 2 and all(e.proc.poll() is None for e in engines):
         while cycles < engine_reps(pair[0], args.reps):
-            if time.time() + 1.2 * longest + EXIT_MARGIN > deadline:
+            if time.time() + 1.2 * longest + kept > deadline:
                 break
             t = time.time()
             # all() stops at the first engine that does not answer.
@@ -513,6 +566,11 @@ def run_pair(args, pair: list[str], deadline: float) -> int:
                        for engine in (engines if (cycles + i) % 2 == 0 else engines[::-1])):
                 break
             cycles, longest = cycles + 1, max(longest, time.time() - t)
+        if args.host_profile:
+            # Each alone in turn; the other waits idle.
+            for engine in engines:
+                if engine.ask("host-profile", deadline) != "done":
+                    break
     print(f"[round {args.round} {','.join(pair)}] {cycles} paired cycles", flush=True)
     return sum(engine.finish() for engine in engines) + 2 - len(engines)
 
@@ -663,6 +721,29 @@ def _ci(interval: dict | None, digits: int = 0) -> str:
             f"{interval['hi']:.{digits}f}]")
 
 
+def host_profile_lines(results: dict, rows: int = 12) -> list[str]:
+    """Per round both DFlash2 engines profiled their host side: the
+    functions whose own time per output token differs most between the
+    versions (matched by file and name: their lines differ)."""
+    lines = []
+    ours, theirs = results.get("dflash2", {}), results.get("up_dflash2", {})
+    for n in sorted(set(ours) & set(theirs)):
+        profiles = [r[n].get("host_profile") for r in (ours, theirs)]
+        if not all(profiles):
+            continue
+        per_token = [{re.sub(r":\d+\(", "(", f["function"]): 1e6 * f["own_s"] / p["tokens"]
+                      for f in p["functions"]} for p in profiles]
+        total = [1e6 * p["elapsed_s"] / p["tokens"] for p in profiles]
+        lines.append(f"host profile, round {n}, us of own time per output token under "
+                     f"cProfile (0.27.1 / 0.28.0; all: {total[0]:.0f} / {total[1]:.0f}):")
+        names = sorted(set(per_token[0]) | set(per_token[1]),
+                       key=lambda f: -abs(per_token[0].get(f, 0.0) - per_token[1].get(f, 0.0)))
+        for name in names[:rows]:
+            mine, up = (f"{t[name]:.1f}" if name in t else "-" for t in per_token)
+            lines.append(f"  {mine:>8} / {up:>8}  {name}")
+    return lines
+
+
 def format_report(summary: dict) -> str:
     lines = []
     for cell, entry in summary.items():
@@ -707,6 +788,9 @@ def report(args) -> int:
               for engine, rounds in sorted(results.items())
               for n, r in sorted(rounds.items())]
     text = text + "\n\nper process:\n" + "\n".join(timing)
+    compared = host_profile_lines(results)
+    if compared:
+        text += "\n\n" + "\n".join(compared)
     print(text)
     for target in (args.run, args.copy_to):
         if target is not None:
@@ -740,6 +824,9 @@ def main(argv=None) -> int:
     run.add_argument("--profile", action="store_true",
                      help="DFlash2 engines also profile a decode step per load")
     run.add_argument("--copy-to", type=Path)
+    run.add_argument("--host-profile", action="store_true",
+                     help="each engine also profiles its host side (cProfile) over "
+                          "requests one at a time, after its repetitions")
     run.add_argument("--paired", action="store_true",
                      help="each pair of engines on the GPU at once, their cycles "
                           "alternated (--engines in pairs of one kind)")
@@ -765,6 +852,7 @@ def main(argv=None) -> int:
     engine.add_argument("--stop-at", type=float, required=True)
     engine.add_argument("--profile", action="store_true")
     engine.add_argument("--reply-fd", type=int)
+    engine.add_argument("--host-profile", action="store_true")
     args = parser.parse_args(argv)
     if args.command == "models":
         t = time.time()
