@@ -11,7 +11,9 @@ import importlib.util
 import json
 import math
 import os
+import signal
 import struct
+import subprocess
 import sys
 import tarfile
 import time
@@ -829,3 +831,34 @@ def test_the_report_sets_the_versions_host_functions_side_by_side_by_their_diffe
         ["10.0", "/", "8.0", "vllm/v1/worker/gpu_model_runner.py(execute_model)"],
         ["4.0", "/", "4.0", "vllm/v1/core/sched/scheduler.py(schedule)"]]
     assert lines[0].endswith("(0.27.1 / 0.28.0; all: 500 / 500):")
+
+
+def test_an_engine_that_dies_is_noticed_while_a_process_it_started_holds_its_pipe(tmp_path):
+    # The engine forks a child that keeps every descriptor, the reply pipe's
+    # too, then dies before it is ready: end of file never comes.
+    _, where = _fake_trees(tmp_path, lambda tree: (
+        "import os, pathlib, time\n"
+        "child = os.fork()\n"
+        "if child == 0:\n"
+        "    time.sleep(600)\n"
+        "    os._exit(0)\n"
+        f"pathlib.Path({str(tree)!r}, 'child').write_text(str(child))\n"
+        "raise RuntimeError('dies before it is ready')\n"))
+    budget = where.index("--budget")
+    where[budget + 1] = "3600"
+    script = Path(speed.__file__)
+    try:
+        finished = subprocess.run(
+            [sys.executable, str(script), "run", *where, "--round", "1", "--paired",
+             "--engines", "dflash2,up_dflash2"],
+            capture_output=True, text=True, timeout=120)
+    finally:
+        for name in ("vt", "vt28"):
+            pid_file = tmp_path / name / "child"
+            if pid_file.is_file():
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)
+    assert finished.returncode == 1
+    assert "[round 1 dflash2] exit 1" in finished.stdout
+    assert "dies before it is ready" in finished.stdout
+    # its partner never started
+    assert not (tmp_path / "vt28" / "child").exists()

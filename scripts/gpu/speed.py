@@ -494,11 +494,17 @@ class Engine:
                 self.proc.stdin.write(f"{command}\n".encode())
                 self.proc.stdin.flush()
             while b"\n" not in self.buffer:
-                ready, _, _ = select.select([self.replies], [], [], max(0.0, until - time.time()))
-                chunk = os.read(self.replies, 256) if ready else b""
-                if not chunk:
+                # A process the engine started may hold the pipe open after
+                # the engine itself died, so its exit is checked too.
+                ready, _, _ = select.select([self.replies], [], [],
+                                            min(1.0, max(0.0, until - time.time())))
+                if ready:
+                    chunk = os.read(self.replies, 256)
+                    if not chunk:
+                        return None
+                    self.buffer += chunk
+                elif self.proc.poll() is not None or time.time() >= until:
                     return None
-                self.buffer += chunk
         except OSError:  # its stdin closed: it has exited
             return None
         line, self.buffer = self.buffer.split(b"\n", 1)
