@@ -52,6 +52,7 @@ def _load(name: str):
 
 speed = _load("speed")
 kernel_speed = _load("kernel_speed")
+spells = _load("spells")
 
 
 # --------------------------------------------------------------------------
@@ -862,3 +863,25 @@ def test_an_engine_that_dies_is_noticed_while_a_process_it_started_holds_its_pip
     assert "dies before it is ready" in finished.stdout
     # its partner never started
     assert not (tmp_path / "vt28" / "child").exists()
+
+
+STAMPS = [i / 64 for i in range(256)]  # 4 s of iterations, 1/64 s apart
+
+
+@pytest.mark.parametrize("times, window_spread", [
+    # a slow second after a fast one: the quarter-second windows keep it
+    ([1.0 if int(t) % 2 == 0 else 2.0 for t in STAMPS], 1 / 3),
+    # fast and slow iterations in turn: every window averages them away
+    ([1.0 if i % 2 == 0 else 2.0 for i in range(len(STAMPS))], 0.0),
+])
+def test_spells_tell_spells_from_noise_by_their_windows(times, window_spread):
+    found = spells.spread(times, STAMPS)
+    assert found["spread"] == pytest.approx(1 / 3)
+    assert found["window_spread"] == pytest.approx(window_spread, abs=1e-12)
+    assert found["windows"] == 16
+
+
+def test_a_spell_that_outlasts_its_windows_correlates_them():
+    times = [1.0 if int(t) % 2 == 0 else 2.0 for t in STAMPS]
+    # windows 1 1 1 1 2 2 2 2 ...: twelve of fifteen neighbours are equal
+    assert spells.spread(times, STAMPS)["window_lag1"] > 0.4

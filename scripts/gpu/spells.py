@@ -1,0 +1,159 @@
+"""Where a host-bound step's slow spells come from: the GPU or the host.
+
+    python3 scripts/gpu/spells.py [--seconds S] [--out FILE]
+
+A DFlash2 engine step at one request is GPU work (reading the target's
+weights) followed by host work (Python) that waits for it; its repetitions
+move in spells that outlast a request. This runs the two halves of such a
+step without vLLM, in three phases of S/3 seconds each:
+  `step`     the GPU part (a weight read of Qwen3-8B's size), then the host
+             part (a busy loop of a fixed count of Python operations), then
+             a synchronisation, as an engine step does;
+  `gpu`      the GPU part alone, back to back;
+  `host`     the host part alone.
+Per phase it prints the spread of the iteration times and of their means
+over quarter-second windows, and how much the windows of each half correlate
+with each other: a spell of the GPU shows in `gpu` and in `step`'s GPU time,
+one of the host in `host` and in `step`'s host time. It also reads the time
+the hypervisor stole, and the GPU's SM clock where NVML answers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from speed import stolen_seconds  # noqa: E402
+
+WINDOW_S = 0.25
+# Python operations in one host part: about what a DFlash2 step's host time
+# is at one request (3 to 4 ms) on the H200's host.
+HOST_OPS = 40000
+LAYERS, HIDDEN, WIDTH = 36, 4096, 53248  # 36 x 4096 x 53248 bf16: 15.7 GB, an 8B model
+
+
+def spread(times: list[float], stamps: list[float], window_s: float = WINDOW_S) -> dict:
+    """The iterations' spread (standard deviation over mean) and that of
+    their means over windows of `window_s`, and the windows' lag-1
+    correlation: near 0 for independent noise, towards 1 for spells that
+    outlast a window."""
+    times, stamps = np.asarray(times, float), np.asarray(stamps, float)
+    bins = ((stamps - stamps[0]) // window_s).astype(int)
+    means = np.array([times[bins == b].mean() for b in np.unique(bins)])
+    lag1 = _correlation(means[:-1], means[1:])
+    return {"median_ms": float(np.median(times)) * 1e3,
+            "spread": float(times.std() / times.mean()),
+            "window_spread": float(means.std() / means.mean()),
+            "window_lag1": lag1, "iterations": int(times.size), "windows": int(means.size)}
+
+
+def _correlation(a, b) -> float:
+    """Pearson's r; nan where either side is constant or too short."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    if a.size < 2 or a.std() == 0 or b.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(a, b)[0, 1])
+
+
+def host_part() -> None:
+    total = 0
+    for i in range(HOST_OPS):
+        total += i & 7
+
+
+def sm_clock():
+    """A reader of the GPU's SM clock in MHz, or None without NVML."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+        return lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)
+    except Exception:  # noqa: BLE001 - the clock is a side figure
+        return None
+
+
+def run_phase(name: str, seconds: float, gpu_part, clock) -> dict:
+    import torch
+
+    start_event, end_event = torch.cuda.Event(enable_timing=True), torch.cuda.Event(
+        enable_timing=True)
+    figures = {"total": [], "gpu": [], "host": []}
+    stamps, clocks = [], []
+    stolen = stolen_seconds()
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        t = time.perf_counter()
+        if name != "host":
+            start_event.record()
+            gpu_part()
+            end_event.record()
+        h = time.perf_counter()
+        if name != "gpu":
+            host_part()
+        host = time.perf_counter() - h
+        if name != "host":
+            end_event.synchronize()
+            figures["gpu"].append(start_event.elapsed_time(end_event) / 1e3)
+        figures["host"].append(host)
+        figures["total"].append(time.perf_counter() - t)
+        stamps.append(t)
+        if clock and len(stamps) % 25 == 0:
+            clocks.append(clock())
+    found = {part: spread(values, stamps) for part, values in figures.items() if values}
+    if name == "step":
+        found["gpu_host_window_correlation"] = _window_correlation(
+            figures["gpu"], figures["host"], stamps)
+    found["stolen_s"] = round(stolen_seconds() - stolen, 3)
+    if clocks:
+        found["sm_clock_mhz"] = {"min": min(clocks), "median": float(np.median(clocks)),
+                                 "max": max(clocks)}
+    return found
+
+
+def _window_correlation(a: list[float], b: list[float], stamps: list[float]) -> float:
+    stamps = np.asarray(stamps)
+    bins = ((stamps - stamps[0]) // WINDOW_S).astype(int)
+    keys = np.unique(bins)
+    wa = [np.mean(np.asarray(a)[bins == k]) for k in keys]
+    wb = [np.mean(np.asarray(b)[bins == k]) for k in keys]
+    return _correlation(wa, wb)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=45.0)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    import torch
+
+    weights = [torch.randn(HIDDEN, WIDTH // 8, device="cuda", dtype=torch.bfloat16)
+               .repeat(1, 8) for _ in range(LAYERS)]
+    x = torch.randn(16, HIDDEN, device="cuda", dtype=torch.bfloat16)
+
+    def gpu_part():
+        for w in weights:
+            x @ w
+
+    for _ in range(20):
+        gpu_part()
+    torch.cuda.synchronize()
+    clock = sm_clock()
+    found = {"host": {"cpus": len(os.sched_getaffinity(0))}}
+    for name in ("step", "gpu", "host"):
+        found[name] = run_phase(name, args.seconds / 3, gpu_part, clock)
+        print(name, json.dumps(found[name]), flush=True)
+    if args.out:
+        args.out.write_text(json.dumps(found, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
