@@ -51,6 +51,11 @@ def _load(name: str):
 
 
 speed = _load("speed")
+# the modules speed.py runs with, found beside it
+import speed_engine  # noqa: E402
+import speed_plan as plan  # noqa: E402
+import speed_report  # noqa: E402
+
 kernel_speed = _load("kernel_speed")
 spells = _load("spells")
 
@@ -375,7 +380,7 @@ def test_a_speedup_interval_is_the_ratio_of_medians():
     (3, ["base", "up_base", "dflash2", "up_dflash2"]),
 ])
 def test_rounds_alternate_versions_and_flip_who_goes_first(round_number, order):
-    assert speed.round_order(round_number) == order
+    assert plan.round_order(round_number) == order
 
 
 MODELS = {"target": "T", "dflash2": "D", "prompts": "P"}
@@ -384,7 +389,7 @@ MODELS = {"target": "T", "dflash2": "D", "prompts": "P"}
 @pytest.mark.parametrize("name, draft", [("base", None), ("up_base", None),
                                          ("dflash2", "D"), ("up_dflash2", "D")])
 def test_each_engine_runs_the_8b_target_in_bf16_with_graphs_for_its_batch_sizes(name, draft):
-    kwargs = speed.engine_kwargs(name, MODELS)
+    kwargs = plan.engine_kwargs(name, MODELS)
     assert (kwargs["model"], kwargs["dtype"], kwargs["enforce_eager"]) == ("T", "bfloat16", False)
     # 64 prompt tokens, 128 output tokens and one block of 16 past them
     assert kwargs["max_model_len"] == 208
@@ -404,7 +409,7 @@ def test_the_weights_kv_and_a_margin_fit_in_the_memory_the_engine_asks_for():
     draft, _ = draft_tensors(1, s)
     weights = 2 * (parameter_count(target) + parameter_count(draft))
     h200 = 139 * 2**30
-    kwargs = speed.engine_kwargs("dflash2", MODELS)
+    kwargs = plan.engine_kwargs("dflash2", MODELS)
     assert weights + kwargs["kv_cache_memory_bytes"] + 8 * 2**30 < (
         kwargs["gpu_memory_utilization"] * h200)
     # 32 requests of 208 tokens, 36 target and 5 draft layers of 8 KV heads of 128
@@ -423,14 +428,14 @@ INFO 12-03 10:01:02 [core.py:356] init engine (profile, create kv cache, warmup 
 
 
 def test_an_engines_start_up_figures_are_read_off_its_log():
-    assert speed.engine_timings(LOG) == {"load_s": 12.5, "compile_s": 38.8, "capture_s": 8.0,
+    assert speed_report.engine_timings(LOG) == {"load_s": 12.5, "compile_s": 38.8, "capture_s": 8.0,
                                          "init_engine_s": 61.0}
 
 
 def _result(engine, round_number, reps, drafts=0.0, accepted=0.0):
     cells = {cell: {"reps": reps, "counters": [
         {"num_drafts": drafts, "num_accepted_tokens": accepted}] * len(reps)}
-        for cell in speed.CELLS}
+        for cell in plan.CELLS}
     return {"engine": engine, "round": round_number, "cells": cells,
             "timings": {"startup_s": 80.0, "measure_s": 50.0}}
 
@@ -482,7 +487,7 @@ def test_the_report_gives_each_rounds_own_ratio_beside_the_pooled_one(tmp_path, 
     ("dflash2", 3, 3), ("base", 12, 12),
 ])
 def test_a_dflash2_engine_repeats_more_than_a_base_engine_unless_told(name, override, reps):
-    assert speed.engine_reps(name, override) == reps
+    assert plan.engine_reps(name, override) == reps
 
 
 def test_a_slower_speculator_on_0271_fails_the_report(tmp_path, capsys):
@@ -629,12 +634,12 @@ def test_a_version_with_one_engine_so_far_shows_its_figure_and_no_speedup(tmp_pa
 
 
 def test_host_usage_counts_the_cpu_time_and_collections_between_two_readings():
-    before = speed.host_usage()
+    before = speed_engine.host_usage()
     spin_until = time.process_time() + 0.2
     while time.process_time() < spin_until:
         pass
     gc.collect()
-    delta = speed.usage_delta(speed.host_usage(), before)
+    delta = speed_engine.usage_delta(speed_engine.host_usage(), before)
     assert delta["cpu_s"] >= 0.2 and delta["gc"] >= 1
 
 
@@ -665,7 +670,7 @@ def test_the_report_gives_each_process_its_cycles_host_figures(tmp_path, capsys)
 def test_stolen_time_is_the_steal_column_of_proc_stat_in_seconds(tmp_path, first_line, ticks):
     stat = tmp_path / "stat"
     stat.write_text(first_line + "\ncpu0 1 2 3 4 5 6 7 8\n")
-    assert speed.stolen_seconds(str(stat)) == ticks / os.sysconf("SC_CLK_TCK")
+    assert speed_engine.stolen_seconds(str(stat)) == ticks / os.sysconf("SC_CLK_TCK")
 
 
 # A vllm whose LLM answers at once and notes when each generate call began,
@@ -694,8 +699,8 @@ class LLM:
         time.sleep(0.002)
         return [_Request() for _ in prompts]
 """
-CALLS_PER_CYCLE = sum(speed.C1_REQUESTS if speed.LOADS[c.split("_")[1]] == 1 else 1
-                      for c in speed.CELLS)
+CALLS_PER_CYCLE = sum(plan.C1_REQUESTS if plan.LOADS[c.split("_")[1]] == 1 else 1
+                      for c in plan.CELLS)
 
 
 def _fake_engines(tmp_path: Path, fail_after: dict | None = None) -> list[str]:
@@ -712,7 +717,7 @@ def _owners(tmp_path: Path) -> list[str]:
     calls = []
     for name in ("vt", "vt28"):
         lines = (tmp_path / name / "calls").read_text().split()
-        stamps = [float(t) for t in lines[::2]][speed.WARMUPS * CALLS_PER_CYCLE:]
+        stamps = [float(t) for t in lines[::2]][plan.WARMUPS * CALLS_PER_CYCLE:]
         calls += [(stamp, name) for stamp in stamps]
     return [name for _, name in sorted(calls)]
 
@@ -731,13 +736,13 @@ def test_paired_engines_take_turns_cell_by_cell(tmp_path, capsys):
     for engine in ("dflash2", "up_dflash2"):
         result = json.loads((tmp_path / "run" / "results" / f"round1-{engine}.json").read_text())
         assert result["paired"] and result["exit"] == 0
-        assert [len(result["cells"][cell]["reps"]) for cell in speed.CELLS] == [4] * 4
+        assert [len(result["cells"][cell]["reps"]) for cell in plan.CELLS] == [4] * 4
 
 
 def test_a_paired_engine_that_dies_ends_its_pair_and_its_partner_exits_cleanly(tmp_path,
                                                                                 capsys):
     # up_dflash2 dies in the first cell of the second cycle, where it goes first
-    where = _fake_engines(tmp_path, {"vt28": (speed.WARMUPS + 1) * CALLS_PER_CYCLE + 1})
+    where = _fake_engines(tmp_path, {"vt28": (plan.WARMUPS + 1) * CALLS_PER_CYCLE + 1})
     code = speed.main(["run", *where, "--round", "1", "--engines", "dflash2,up_dflash2",
                        "--paired", "--reps", "4"])
     printed = capsys.readouterr().out
@@ -746,7 +751,7 @@ def test_a_paired_engine_that_dies_ends_its_pair_and_its_partner_exits_cleanly(t
                                   .read_text()) for engine in ("dflash2", "up_dflash2")}
     assert results["dflash2"]["exit"] == 0 and results["up_dflash2"]["exit"] == 1
     # and dflash2 is not asked for that cell: one repetition of each
-    assert [len(results["dflash2"]["cells"][cell]["reps"]) for cell in speed.CELLS] == [1] * 4
+    assert [len(results["dflash2"]["cells"][cell]["reps"]) for cell in plan.CELLS] == [1] * 4
     assert len(results["dflash2"]["cycles"]) == 1
 
 
@@ -798,12 +803,12 @@ def test_a_host_profile_names_each_versions_functions_from_vllm_on(tmp_path, cap
     for engine in ("dflash2", "up_dflash2"):
         profile = json.loads((results / f"round1-{engine}.json").read_text())["host_profile"]
         # the fake LLM answers three tokens a request
-        assert profile["tokens"] == 3 * speed.HOST_PROFILE_REQUESTS
+        assert profile["tokens"] == 3 * plan.HOST_PROFILE_REQUESTS
         in_vllm = [(f["function"].split(":")[0], f["calls"]) for f in profile["functions"]
                    if f["function"].endswith("(generate)") and str(tmp_path) not in f["function"]
-                   and "speed.py" not in f["function"]]
+                   and "scripts/gpu" not in f["function"]]
         # the tree's own directory is cut off, so both versions' names match
-        assert in_vllm == [("vllm/__init__.py", speed.HOST_PROFILE_REQUESTS)]
+        assert in_vllm == [("vllm/__init__.py", plan.HOST_PROFILE_REQUESTS)]
         assert "(generate)" in (results / profile["file"]).read_text()
 
 

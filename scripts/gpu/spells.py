@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from speed import stolen_seconds  # noqa: E402
+from speed_engine import stolen_seconds  # noqa: E402
 
 WINDOW_S = 0.25
 # Python operations in one host part: about what a DFlash2 step's host time

@@ -1,0 +1,73 @@
+"""What a speed run runs: the engines and their vLLM arguments, the cells
+each engine repeats, and the order of a round."""
+
+from __future__ import annotations
+
+from dflash2_backport.speed_models import PROMPT_TOKENS, SPEED_SHAPES
+
+SHAPE = "8b"
+# engine: (tree, draft); trees as driver.py names them.
+ENGINES = {"base": ("closure", None), "dflash2": ("closure", "dflash2"),
+           "up_base": ("up", None), "up_dflash2": ("up", "dflash2")}
+VERSIONS = {"closure": "0.27.1", "up": "0.28.0"}
+REGIMES = ("high", "low")
+LOADS = {"c1": 1, "b32": 32}
+CELLS = [f"{regime}_{load}" for regime in REGIMES for load in LOADS]
+C1_REQUESTS = 2
+OUTPUT_TOKENS = 128
+# Timed cycles per engine. A DFlash2 engine's repetitions spread four to
+# eight times as much as a no-speculation engine's (its step waits on the
+# host), and a cycle of its cells costs the same four seconds.
+REPS = {"base": 8, "dflash2": 16}
+WARMUPS = 2
+# The host profile: requests of the high regime one at a time, and the
+# functions kept by their own time.
+HOST_PROFILE_REQUESTS = 8
+HOST_PROFILE_ROWS = 60
+# What a run keeps free for it: eight requests of a quarter second, slowed
+# by the profiler.
+HOST_PROFILE_S = 30.0
+# One request and 32, each also as a verification step of 16 tokens a
+# request: every decode step of every cell replays a captured graph.
+CAPTURE_SIZES = [1, 16, 32, 512]
+GPU_MEMORY_UTILIZATION = 0.3
+# Seconds an engine needs to save its figures and exit after its last one.
+EXIT_MARGIN = 20.0
+
+
+def round_order(round_number: int) -> list[str]:
+    """A/B/A/B by version, each kind's pair in the other order every other
+    round, so that neither version always runs first on a warm machine."""
+    pairs = [("base", "up_base"), ("dflash2", "up_dflash2")]
+    return [name for pair in pairs
+            for name in (pair if round_number % 2 else pair[::-1])]
+
+
+def engine_kwargs(name: str, models: dict) -> dict:
+    """The LLM(...) arguments of an engine; builds nothing."""
+    s = SPEED_SHAPES[SHAPE]
+    _, draft = ENGINES[name]
+    kwargs = dict(
+        model=models["target"], dtype="bfloat16", skip_tokenizer_init=True, seed=0,
+        max_model_len=PROMPT_TOKENS + OUTPUT_TOKENS + s["block_size"],
+        max_num_seqs=max(LOADS.values()),
+        gpu_memory_utilization=GPU_MEMORY_UTILIZATION,
+        kv_cache_memory_bytes=s["kv_bytes"], enforce_eager=False,
+        disable_log_stats=False, enable_prefix_caching=False,
+        attention_config={"backend": "TRITON_ATTN"},
+        compilation_config={"cudagraph_capture_sizes": CAPTURE_SIZES},
+    )
+    if draft:
+        kwargs["speculative_config"] = {
+            "method": "dflash", "model": models[draft],
+            "num_speculative_tokens": s["block_size"] - 1,
+            "attention_backend": "TRITON_ATTN",
+        }
+    return kwargs
+
+
+def engine_reps(name: str, override: int | None = None) -> int:
+    """Timed cycles of an engine: `override` when given, else its kind's."""
+    if override is not None:
+        return override
+    return REPS["dflash2" if ENGINES[name][1] else "base"]

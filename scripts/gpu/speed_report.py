@@ -1,0 +1,275 @@
+"""A speed run's report: each cell's medians, speedups and ratio of
+speedups with their intervals and verdict, per-process figures, the host
+profiles side by side; and the archive a run hands back."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+from speed_plan import CELLS, LOADS
+
+from dflash2_backport import speed_stats
+
+TIMING_PATTERNS = {
+    "load_s": r"Model loading took [\d.]+ GiB(?: memory)? and ([\d.]+) seconds",
+    "compile_s": r"torch\.compile (?:and initial profiling/warmup run together )?"
+                 r"took ([\d.]+) s in total",
+    "capture_s": r"Graph capturing finished in ([\d.]+) secs",
+    "init_engine_s": r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s",
+}
+ARCHIVE = "speed-run.tgz"
+
+
+def engine_timings(log: str) -> dict:
+    """vLLM's own start-up figures from an engine's log, summed where the
+    target and the draft each report one."""
+    found = {}
+    for key, pattern in TIMING_PATTERNS.items():
+        values = [float(v) for v in re.findall(pattern, log)]
+        if values:
+            found[key] = round(sum(values), 1)
+    return found
+
+
+def copy_run(run: Path, target: Path | None) -> None:
+    """Everything a run has so far (results, logs, report), as one archive
+    in `target`: a machine that hands back only a few files hands back
+    this one whole, and a call cut short leaves the last complete one."""
+    if target is None:
+        return
+    import tarfile
+
+    target.mkdir(parents=True, exist_ok=True)
+    partial = target / (ARCHIVE + ".partial")
+    with tarfile.open(partial, "w:gz") as archive:
+        for name in ("results", "logs", "report.txt", "report.json"):
+            if (run / name).exists():
+                archive.add(run / name, arcname=name)
+    os.replace(partial, target / ARCHIVE)
+
+
+def timing_line(figures: dict) -> str:
+    t = figures.get("timings", {})
+    reps = len(next(iter(figures.get("cells", {}).values()), {}).get("reps", []))
+
+    def s(key):
+        return f"{t[key]:.0f} s" if key in t else "-"
+
+    host = figures.get("host")
+    return (f"wall {s('wall_s')}; import {s('import_s')}, start {s('startup_s')} "
+            f"(load {s('load_s')}, compile {s('compile_s')}, capture {s('capture_s')}, "
+            f"init engine {s('init_engine_s')}), warm-up {s('warmup_s')}, "
+            f"measurement {s('measure_s')} for {reps} repetitions"
+            + (f"; {host['cpus']} cores, {host['torch_threads']} torch threads" if host else "")
+            + cycle_line(figures.get("cycles", [])))
+
+
+def cycle_line(cycles: list[dict]) -> str:
+    """Per repetition's cycle of cells, medians: the CPU time its threads
+    took against the wall time, and how often the host took a core away."""
+    if not cycles:
+        return ""
+
+    def median(key):
+        return float(np.median([c[key] for c in cycles]))
+
+    share = float(np.median([c["cpu_s"] / c["wall_s"] for c in cycles]))
+    return (f"; a cycle {median('wall_s'):.2f} s, CPU {share:.2f} "
+            f"of wall, {median('involuntary'):.0f} involuntary and "
+            f"{median('voluntary'):.0f} voluntary switches, {median('gc'):.0f} GC runs"
+            + (f", {median('steal_s'):.2f} s stolen by the hypervisor"
+               if all("steal_s" in c for c in cycles) else ""))
+
+
+def load_results(run: Path) -> dict:
+    """engine -> round -> its result file's contents."""
+    found: dict[str, dict[int, dict]] = {}
+    for path in sorted((run / "results").glob("round*-*.json")):
+        data = json.loads(path.read_text())
+        if "engine" in data:
+            found.setdefault(data["engine"], {})[int(data["round"])] = data
+    return found
+
+
+def cell_rounds(results: dict, engine: str, cell: str) -> list[list[float]]:
+    return [r["cells"][cell]["reps"] for _, r in sorted(results.get(engine, {}).items())
+            if r.get("cells", {}).get(cell, {}).get("reps")]
+
+
+def ratio_by_round(results: dict, cell: str) -> dict[int, float]:
+    """The ratio of speedups from each round's own medians, for every round
+    both DFlash2 engines ran; a round without its no-speculation engines
+    takes their medians over all rounds."""
+    def medians(engine):
+        return {n: float(np.median(r["cells"][cell]["reps"]))
+                for n, r in results.get(engine, {}).items()
+                if r.get("cells", {}).get(cell, {}).get("reps")}
+
+    ours, theirs = medians("dflash2"), medians("up_dflash2")
+    ours_base, up_base = medians("base"), medians("up_base")
+    if not (ours_base and up_base):
+        return {}
+    pooled = {"ours": speed_stats.pooled_median(cell_rounds(results, "base", cell)),
+              "up": speed_stats.pooled_median(cell_rounds(results, "up_base", cell))}
+    found = {}
+    for n in sorted(set(ours) & set(theirs)):
+        both = n in ours_base and n in up_base
+        base_ratio = (ours_base[n] / up_base[n]) if both else pooled["ours"] / pooled["up"]
+        found[n] = ours[n] / theirs[n] / base_ratio
+    return found
+
+
+def pair_rounds(results: dict, ours: str, up: str, cell: str) -> dict[int, list[float]] | None:
+    """Round -> ours / up's of each pair of cycles run back to back, when
+    every round of both engines ran paired and gave pairs; else None, and
+    the report judges the rounds unpaired."""
+    mine, theirs = results.get(ours, {}), results.get(up, {})
+    if not mine or set(mine) != set(theirs) or not all(
+            r.get("paired") for r in (*mine.values(), *theirs.values())):
+        return None
+    found = {}
+    for n in sorted(mine):
+        a, b = (r[n].get("cells", {}).get(cell, {}).get("reps", []) for r in (mine, theirs))
+        if a and b:
+            found[n] = [x / y for x, y in zip(a, b)]
+    return found or None
+
+
+def acceptance_length(results: dict, engine: str, cell: str) -> float | None:
+    drafts = accepted = 0.0
+    for r in results.get(engine, {}).values():
+        for counters in r.get("cells", {}).get(cell, {}).get("counters", []):
+            drafts += counters.get("num_drafts", 0.0)
+            accepted += counters.get("num_accepted_tokens", 0.0)
+    return 1 + accepted / drafts if drafts else None
+
+
+def summarize(results: dict) -> dict:
+    """Per cell: each version's medians, speedup, acceptance, and the ratio
+    of speedups with its verdict; cells without data are left out."""
+    summary = {}
+    for cell in CELLS:
+        rows, rounds = {}, {}
+        for version, prefix in (("0.27.1", ""), ("0.28.0", "up_")):
+            base = cell_rounds(results, f"{prefix}base", cell)
+            spec = cell_rounds(results, f"{prefix}dflash2", cell)
+            rounds[version] = (base, spec)
+            if not (base or spec):
+                continue
+            # A version with one engine so far still shows that engine's figure.
+            rows[version] = {
+                "base": speed_stats.median_interval(base) if base else None,
+                "dflash2": speed_stats.median_interval(spec) if spec else None,
+                "speedup": speed_stats.speedup_interval(base, spec) if base and spec else None,
+                "acceptance_length": acceptance_length(results, f"{prefix}dflash2", cell),
+                "rounds": len(spec or base), "reps": sum(map(len, spec or base)),
+            }
+        entry = {"rows": rows}
+        base_pairs = pair_rounds(results, "base", "up_base", cell)
+        spec_pairs = pair_rounds(results, "dflash2", "up_dflash2", cell)
+        if base_pairs and spec_pairs:
+            entry["ratio"] = speed_stats.paired_ratio_of_speedups(
+                list(base_pairs.values()), list(spec_pairs.values()))
+            pooled = speed_stats.pooled_median(list(base_pairs.values()))
+            entry["ratio"]["by_round"] = {
+                n: float(np.median(pairs)) / (float(np.median(base_pairs[n]))
+                                              if base_pairs.get(n) else pooled)
+                for n, pairs in spec_pairs.items()}
+        elif all(base and spec for base, spec in rounds.values()):
+            entry["ratio"] = speed_stats.ratio_of_speedups(
+                *rounds["0.27.1"], *rounds["0.28.0"])
+            entry["ratio"]["by_round"] = ratio_by_round(results, cell)
+        summary[cell] = entry
+    return summary
+
+
+def _ci(interval: dict | None, digits: int = 0) -> str:
+    if interval is None:
+        return "-"
+    return (f"{interval['point']:.{digits}f} [{interval['lo']:.{digits}f}, "
+            f"{interval['hi']:.{digits}f}]")
+
+
+def host_profile_lines(results: dict, rows: int = 12) -> list[str]:
+    """Per round both DFlash2 engines profiled their host side: the
+    functions whose own time per output token differs most between the
+    versions (matched by file and name: their lines differ)."""
+    lines = []
+    ours, theirs = results.get("dflash2", {}), results.get("up_dflash2", {})
+    for n in sorted(set(ours) & set(theirs)):
+        profiles = [r[n].get("host_profile") for r in (ours, theirs)]
+        if not all(profiles):
+            continue
+        per_token = [{re.sub(r":\d+\(", "(", f["function"]): 1e6 * f["own_s"] / p["tokens"]
+                      for f in p["functions"]} for p in profiles]
+        total = [1e6 * p["elapsed_s"] / p["tokens"] for p in profiles]
+        lines.append(f"host profile, round {n}, us of own time per output token under "
+                     f"cProfile (0.27.1 / 0.28.0; all: {total[0]:.0f} / {total[1]:.0f}):")
+        names = sorted(set(per_token[0]) | set(per_token[1]),
+                       key=lambda f: -abs(per_token[0].get(f, 0.0) - per_token[1].get(f, 0.0)))
+        for name in names[:rows]:
+            mine, up = (f"{t[name]:.1f}" if name in t else "-" for t in per_token)
+            lines.append(f"  {mine:>8} / {up:>8}  {name}")
+    return lines
+
+
+def format_report(summary: dict) -> str:
+    lines = []
+    for cell, entry in summary.items():
+        regime, load = cell.split("_")
+        lines.append(f"== {regime} acceptance, {load} "
+                     f"({'1 request at a time' if LOADS[load] == 1 else '32 at once'}): "
+                     "output tokens/s, median [95% CI]")
+        lines.append(f"{'version':<8} {'no spec':>22} {'DFlash2':>22} {'speedup':>22} "
+                     f"{'accept len':>10} {'reps':>9}")
+        for version, row in entry["rows"].items():
+            length = row["acceptance_length"]
+            lines.append(
+                f"{version:<8} {_ci(row['base']):>22} {_ci(row['dflash2']):>22} "
+                f"{_ci(row['speedup'], 3):>22} "
+                f"{(f'{length:.2f}' if length else '-'):>10} "
+                f"{row['reps']:>3} in {row['rounds']:>1}")
+        ratio = entry.get("ratio")
+        if ratio:
+            paired = " (cycles paired)" if ratio.get("paired") else ""
+            lines.append(f"speedup ratio 0.27.1 / 0.28.0{paired}: {_ci(ratio, 3)} "
+                         f"(+-{100 * ratio['half_width']:.1f}%): {ratio['verdict']}")
+            if ratio.get("by_round"):
+                lines.append("  each round's own: " + ", ".join(
+                    f"round {n} {value:.3f}" for n, value in ratio["by_round"].items()))
+        else:
+            lines.append("speedup ratio: both versions' base and DFlash2 figures needed")
+        lines.append("")
+    goal = summary.get("high_c1", {}).get("rows", {}).get("0.27.1")
+    if goal and goal["speedup"]:
+        speedup = goal["speedup"]
+        met = "met" if speedup["point"] >= 2.0 else "SHORT: run with --profile"
+        lines.append(f"high acceptance, 1 request at a time, 0.27.1: DFlash2 "
+                     f"{_ci(speedup, 2)}x no speculation (expected >= 2x: {met})")
+    return "\n".join(lines)
+
+
+def report(args) -> int:
+    results = load_results(args.run)
+    summary = summarize(results)
+    text = format_report(summary)
+    timing = [f"round {n} {engine}: {timing_line(r)}"
+              for engine, rounds in sorted(results.items())
+              for n, r in sorted(rounds.items())]
+    text = text + "\n\nper process:\n" + "\n".join(timing)
+    compared = host_profile_lines(results)
+    if compared:
+        text += "\n\n" + "\n".join(compared)
+    print(text)
+    for target in (args.run, args.copy_to):
+        if target is not None:
+            target.mkdir(parents=True, exist_ok=True)
+            (target / "report.txt").write_text(text + "\n")
+            (target / "report.json").write_text(json.dumps(summary, indent=1))
+    copy_run(args.run, args.copy_to)
+    verdicts = [e["ratio"]["verdict"] for e in summary.values() if "ratio" in e]
+    return 0 if verdicts and all(v == "PASS" for v in verdicts) else 1
