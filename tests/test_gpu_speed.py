@@ -713,11 +713,12 @@ def _fake_engines(tmp_path: Path, fail_after: dict | None = None) -> list[str]:
 
 
 def _owners(tmp_path: Path) -> list[str]:
-    """Which tree made each generate call after the warm-ups, in time order."""
+    """Which tree made each generate call after the warm-ups (a paired
+    engine's own, then one more when both are up), in time order."""
     calls = []
     for name in ("vt", "vt28"):
         lines = (tmp_path / name / "calls").read_text().split()
-        stamps = [float(t) for t in lines[::2]][plan.WARMUPS * CALLS_PER_CYCLE:]
+        stamps = [float(t) for t in lines[::2]][(plan.WARMUPS + 1) * CALLS_PER_CYCLE:]
         calls += [(stamp, name) for stamp in stamps]
     return [name for _, name in sorted(calls)]
 
@@ -742,7 +743,7 @@ def test_paired_engines_take_turns_cell_by_cell(tmp_path, capsys):
 def test_a_paired_engine_that_dies_ends_its_pair_and_its_partner_exits_cleanly(tmp_path,
                                                                                 capsys):
     # up_dflash2 dies in the first cell of the second cycle, where it goes first
-    where = _fake_engines(tmp_path, {"vt28": (plan.WARMUPS + 1) * CALLS_PER_CYCLE + 1})
+    where = _fake_engines(tmp_path, {"vt28": (plan.WARMUPS + 2) * CALLS_PER_CYCLE + 1})
     code = speed.main(["run", *where, "--round", "1", "--engines", "dflash2,up_dflash2",
                        "--paired", "--reps", "4"])
     printed = capsys.readouterr().out

@@ -234,7 +234,9 @@ def run_pair(args, pair: list[str], deadline: float) -> int:
             break
     cycles, longest = 0, 0.0
     kept = EXIT_MARGIN + (2 * HOST_PROFILE_S if args.host_profile else 0.0)
-    if len(engines) == 2 and all(e.proc.poll() is None for e in engines):
+    # The first engine idled while the second started: one more unrecorded
+    # cycle each, so that neither meets the measurement cold.
+    if len(engines) == 2 and all(engine.ask("warm", deadline) == "done" for engine in engines):
         while cycles < engine_reps(pair[0], args.reps):
             if time.time() + 1.2 * longest + kept > deadline:
                 break

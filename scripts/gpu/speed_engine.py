@@ -146,6 +146,11 @@ def run_engine(args) -> None:
         parts = []
         for line in sys.stdin:
             command, _, cell = line.strip().partition(" ")
+            if command == "warm":
+                for cell in CELLS:
+                    repetition(cell)
+                replies.write("done\n")
+                continue
             if command == "host-profile":
                 result["host_profile"] = profile_host(generate, prompts, Path(args.result))
                 save()
