@@ -102,10 +102,13 @@ def run_engine(args) -> None:
             tokens, per_request = sum(map(len, out)), []
         return tokens / elapsed, per_request, counter_delta(spec_counters(llm), before), out
 
-    t = time.time()
-    for _ in range(args.warmups):
+    def unrecorded_cycle():
         for cell in CELLS:
             repetition(cell)
+
+    t = time.time()
+    for _ in range(args.warmups):
+        unrecorded_cycle()
     result["timings"]["warmup_s"] = round(time.time() - t, 1)
     # What the host gave the step once vLLM had set itself up: the cores the
     # process may use and torch's CPU threads (0.28.0 drops to one after
@@ -133,7 +136,6 @@ def run_engine(args) -> None:
         result.setdefault("cycles", []).append(
             {key: round(sum(part[key] for part in parts), 4) for key in parts[0]})
         result["timings"]["measure_s"] = round(time.time() - t, 1)
-        save()
 
     t, cycle = time.time(), 0.0
     if args.reply_fd is not None:
@@ -147,8 +149,7 @@ def run_engine(args) -> None:
         for line in sys.stdin:
             command, _, cell = line.strip().partition(" ")
             if command == "warm":
-                for cell in CELLS:
-                    repetition(cell)
+                unrecorded_cycle()
                 replies.write("done\n")
                 continue
             if command == "host-profile":
@@ -165,13 +166,14 @@ def run_engine(args) -> None:
             save()
             replies.write("done\n")
     else:
+        kept = EXIT_MARGIN + (HOST_PROFILE_S if args.host_profile else 0.0)
         for _ in range(args.reps):
-            kept = EXIT_MARGIN + (HOST_PROFILE_S if args.host_profile else 0.0)
             if cycle and time.time() + 1.2 * cycle + kept > args.stop_at:
                 result["errors"]["budget"] = "stopped early: the call's budget ran short"
                 break
             parts = [measure_cell(cell) for cell in CELLS]
             add_cycle(parts)
+            save()
             cycle = sum(part["wall_s"] for part in parts)
     if args.host_profile and args.reply_fd is None:
         result["host_profile"] = profile_host(generate, prompts, Path(args.result))
@@ -204,13 +206,13 @@ def profile_host(generate, prompts, result_path: Path) -> dict:
         tokens += len(generate([prompt])[0])
     profiler.disable()
     elapsed = time.perf_counter() - t
-    stats = pstats.Stats(profiler)
+    text = io.StringIO()
+    stats = pstats.Stats(profiler, stream=text)
     top = sorted(stats.stats.items(), key=lambda item: item[1][2], reverse=True)
     functions = [{"function": f"{_short_path(file)}:{line}({name})", "calls": calls,
                   "own_s": round(own, 6), "with_callees_s": round(total, 6)}
                  for (file, line, name), (_, calls, own, total, _) in top[:HOST_PROFILE_ROWS]]
-    text = io.StringIO()
-    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(HOST_PROFILE_ROWS)
+    stats.sort_stats("tottime").print_stats(HOST_PROFILE_ROWS)
     path = result_path.with_name(f"{result_path.stem}-host-profile.txt")
     path.write_text(f"{HOST_PROFILE_REQUESTS} requests one at a time, {tokens} tokens in "
                     f"{elapsed:.2f} s under the profiler\n{text.getvalue()}")
@@ -219,7 +221,7 @@ def profile_host(generate, prompts, result_path: Path) -> dict:
 
 
 def _short_path(file: str) -> str:
-    head, marker, tail = file.rpartition("/vllm/")
+    _, marker, tail = file.rpartition("/vllm/")
     return f"vllm/{tail}" if marker else file
 
 

@@ -44,14 +44,20 @@ def spread(times: list[float], stamps: list[float], window_s: float = WINDOW_S) 
     their means over windows of `window_s`, and the windows' lag-1
     correlation: near 0 for independent noise, towards 1 for spells that
     outlast a window."""
-    times, stamps = np.asarray(times, float), np.asarray(stamps, float)
-    bins = ((stamps - stamps[0]) // window_s).astype(int)
-    means = np.array([times[bins == b].mean() for b in np.unique(bins)])
+    times = np.asarray(times, float)
+    means = _window_means(times, stamps, window_s)
     lag1 = _correlation(means[:-1], means[1:])
     return {"median_ms": float(np.median(times)) * 1e3,
             "spread": float(times.std() / times.mean()),
             "window_spread": float(means.std() / means.mean()),
             "window_lag1": lag1, "iterations": int(times.size), "windows": int(means.size)}
+
+
+def _window_means(values, stamps, window_s: float = WINDOW_S) -> np.ndarray:
+    """The mean of `values` over each window of `window_s` from the first stamp."""
+    values, stamps = np.asarray(values, float), np.asarray(stamps, float)
+    bins = ((stamps - stamps[0]) // window_s).astype(int)
+    return np.array([values[bins == b].mean() for b in np.unique(bins)])
 
 
 def _correlation(a, b) -> float:
@@ -109,22 +115,13 @@ def run_phase(name: str, seconds: float, gpu_part, clock) -> dict:
             clocks.append(clock())
     found = {part: spread(values, stamps) for part, values in figures.items() if values}
     if name == "step":
-        found["gpu_host_window_correlation"] = _window_correlation(
-            figures["gpu"], figures["host"], stamps)
+        found["gpu_host_window_correlation"] = _correlation(
+            _window_means(figures["gpu"], stamps), _window_means(figures["host"], stamps))
     found["stolen_s"] = round(stolen_seconds() - stolen, 3)
     if clocks:
         found["sm_clock_mhz"] = {"min": min(clocks), "median": float(np.median(clocks)),
                                  "max": max(clocks)}
     return found
-
-
-def _window_correlation(a: list[float], b: list[float], stamps: list[float]) -> float:
-    stamps = np.asarray(stamps)
-    bins = ((stamps - stamps[0]) // WINDOW_S).astype(int)
-    keys = np.unique(bins)
-    wa = [np.mean(np.asarray(a)[bins == k]) for k in keys]
-    wb = [np.mean(np.asarray(b)[bins == k]) for k in keys]
-    return _correlation(wa, wb)
 
 
 def main(argv=None) -> int:
