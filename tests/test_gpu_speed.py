@@ -819,9 +819,14 @@ def test_the_report_sets_the_versions_host_functions_side_by_side_by_their_diffe
     profiles = {
         "dflash2": [("vllm/v1/worker/gpu_model_runner.py:2100(execute_model)", 0.010),
                     ("vllm/v1/core/sched/scheduler.py:300(schedule)", 0.004),
-                    ("vllm/v1/sample/sampler.py:50(forward)", 0.003)],
+                    ("vllm/v1/sample/sampler.py:50(forward)", 0.003),
+                    ("~:0(<function Event.synchronize at 0x7fc8b431bf60>)", 0.002),
+                    ("triton/runtime/jit.py:600(<lambda>)", 0.0005),
+                    ("triton/runtime/jit.py:720(<lambda>)", 0.0005)],
         "up_dflash2": [("vllm/v1/worker/gpu_model_runner.py:2250(execute_model)", 0.008),
-                       ("vllm/v1/core/sched/scheduler.py:310(schedule)", 0.004)],
+                       ("vllm/v1/core/sched/scheduler.py:310(schedule)", 0.004),
+                       ("~:0(<function Event.synchronize at 0x7fa8deb13f60>)", 0.0025),
+                       ("triton/runtime/jit.py:600(<lambda>)", 0.001)],
     }
     for engine, functions in profiles.items():
         path = tmp_path / "results" / f"round2-{engine}.json"
@@ -836,6 +841,10 @@ def test_the_report_sets_the_versions_host_functions_side_by_side_by_their_diffe
     assert [line.split() for line in lines[1:]] == [
         ["3.0", "/", "-", "vllm/v1/sample/sampler.py(forward)"],
         ["10.0", "/", "8.0", "vllm/v1/worker/gpu_model_runner.py(execute_model)"],
+        # a built-in is matched without the address each process gives it
+        ["2.0", "/", "2.5", "~(<function", "Event.synchronize>)"],
+        # two functions of one name in one file are summed
+        ["1.0", "/", "1.0", "triton/runtime/jit.py(<lambda>)"],
         ["4.0", "/", "4.0", "vllm/v1/core/sched/scheduler.py(schedule)"]]
     assert lines[0].endswith("(0.27.1 / 0.28.0; all: 500 / 500):")
 

@@ -194,6 +194,13 @@ def _ci(interval: dict | None, digits: int = 0) -> str:
             f"{interval['hi']:.{digits}f}]")
 
 
+def profile_key(function: str) -> str:
+    """A profiled function's name as both versions share it: without its
+    line (the trees differ there) and without the address a built-in's
+    name carries (each process has its own)."""
+    return re.sub(r" at 0x[0-9a-f]+", "", re.sub(r":\d+\(", "(", function))
+
+
 def host_profile_lines(results: dict, rows: int = 12) -> list[str]:
     """Per round both DFlash2 engines profiled their host side: the
     functions whose own time per output token differs most between the
@@ -204,13 +211,21 @@ def host_profile_lines(results: dict, rows: int = 12) -> list[str]:
         profiles = [r[n].get("host_profile") for r in (ours, theirs)]
         if not all(profiles):
             continue
-        per_token = [{re.sub(r":\d+\(", "(", f["function"]): 1e6 * f["own_s"] / p["tokens"]
-                      for f in p["functions"]} for p in profiles]
+        per_token = []
+        for profile in profiles:
+            # Functions that differ only by their line (two lambdas of one
+            # file) are summed under their shared name.
+            own: dict[str, float] = {}
+            for f in profile["functions"]:
+                key = profile_key(f["function"])
+                own[key] = own.get(key, 0.0) + 1e6 * f["own_s"] / profile["tokens"]
+            per_token.append(own)
         total = [1e6 * p["elapsed_s"] / p["tokens"] for p in profiles]
         lines.append(f"host profile, round {n}, us of own time per output token under "
                      f"cProfile (0.27.1 / 0.28.0; all: {total[0]:.0f} / {total[1]:.0f}):")
         names = sorted(set(per_token[0]) | set(per_token[1]),
-                       key=lambda f: -abs(per_token[0].get(f, 0.0) - per_token[1].get(f, 0.0)))
+                       key=lambda f: (-abs(per_token[0].get(f, 0.0) - per_token[1].get(f, 0.0)),
+                                      f))
         for name in names[:rows]:
             mine, up = (f"{t[name]:.1f}" if name in t else "-" for t in per_token)
             lines.append(f"  {mine:>8} / {up:>8}  {name}")
