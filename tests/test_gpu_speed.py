@@ -900,3 +900,58 @@ def test_a_spell_that_outlasts_its_windows_correlates_them():
     times = [1.0 if int(t) % 2 == 0 else 2.0 for t in STAMPS]
     # windows 1 1 1 1 2 2 2 2 ...: twelve of fifteen neighbours are equal
     assert spells.spread(times, STAMPS)["window_lag1"] > 0.4
+
+
+def _fake_cores(monkeypatch, seconds_of):
+    """timed_on answers from `seconds_of(core, its nth run)`, at once."""
+    runs: dict[int, int] = {}
+
+    def timed_on(core):
+        runs[core] = runs.get(core, -1) + 1
+        return seconds_of(core, runs[core])
+
+    monkeypatch.setattr(spells, "timed_on", timed_on)
+
+
+def test_cores_of_lasting_speeds_give_their_medians_and_no_spells(monkeypatch):
+    speeds = {0: 1e-3, 1: 1e-3, 2: 1.5e-3, 3: 2e-3}
+    _fake_cores(monkeypatch, lambda core, n: speeds[core])
+    found = spells.run_cores(0.2, [0, 1, 2, 3])
+    assert found["cores"] == [1, 3]
+    assert found["per_core_ms"] == {"0": 1.0, "1": 1.0, "2": 1.5, "3": 2.0}
+    assert found["per_core_spread"] == pytest.approx(np.std([1, 1, 1.5, 2]) / 1.25)
+    assert found["b_over_a"] == pytest.approx(2.0)
+    assert found["same_core_sd"] == found["across_cores_sd"] == 0.0
+
+
+@pytest.mark.parametrize("spell_of, cores_own", [
+    # every 14th run, counted over both cores (a's nth run is the 2nth,
+    # b's the one after), starts a slow or fast spell of the machine's: a
+    # run on b shares it with the run on a just before
+    (lambda core, n: (2 * n + (core == 3)) // 14 % 2, False),
+    # each core's spells at their own pace: runs side by side often differ
+    (lambda core, n: n // (7 if core == 1 else 11) % 2, True),
+])
+def test_spells_of_each_core_part_runs_on_two_cores_that_the_machines_spells_do_not(
+        monkeypatch, spell_of, cores_own):
+    _fake_cores(monkeypatch, lambda core, n: 1e-3 * (1.5 if spell_of(core, n) else 1.0))
+    found = spells.run_cores(0.2, [0, 1, 2, 3])
+    assert (found["across_cores_sd"] > 1.5 * found["same_core_sd"]) is cores_own
+
+
+def test_the_core_check_needs_two_cores():
+    with pytest.raises(SystemExit, match="two cores or more"):
+        spells.run_cores(0.2, [5])
+
+
+def test_spells_runs_as_a_script_from_any_directory(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    finished = subprocess.run(
+        [sys.executable, str(Path(spells.__file__).resolve()), "--cores", "--seconds", "0.2",
+         "--out", str(tmp_path / "cores.json")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    if len(os.sched_getaffinity(0)) >= 2:
+        assert finished.returncode == 0, finished.stderr
+        assert json.loads((tmp_path / "cores.json").read_text())["pairs"] > 0
+    else:
+        assert "two cores or more" in finished.stderr

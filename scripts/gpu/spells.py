@@ -1,6 +1,7 @@
 """Where a host-bound step's slow spells come from: the GPU or the host.
 
     python3 scripts/gpu/spells.py [--seconds S] [--out FILE]
+    python3 scripts/gpu/spells.py --cores [--seconds S] [--out FILE]
 
 A DFlash2 engine step at one request is GPU work (reading the target's
 weights) followed by host work (Python) that waits for it; its repetitions
@@ -16,6 +17,10 @@ over quarter-second windows, and how much the windows of each half correlate
 with each other: a spell of the GPU shows in `gpu` and in `step`'s GPU time,
 one of the host in `host` and in `step`'s host time. It also reads the time
 the hypervisor stole, and the GPU's SM clock where NVML answers.
+
+`--cores` (no GPU) asks the host alone whether its spells are each core's
+own or the machine's, and how far its cores differ in speed: two engines
+that take turns on different cores share no spell of either.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from speed_engine import stolen_seconds  # noqa: E402
 
@@ -124,11 +130,65 @@ def run_phase(name: str, seconds: float, gpu_part, clock) -> dict:
     return found
 
 
+def timed_on(cpu: int) -> float:
+    os.sched_setaffinity(0, {cpu})
+    t = time.perf_counter()
+    host_part()
+    return time.perf_counter() - t
+
+
+def run_cores(seconds: float, cpus: list[int]) -> dict:
+    """Whether the host's spells belong to a core or to the machine, and
+    whether its cores differ in speed. The host part runs on two cores in
+    turn, a b a b ..., each run pinned, so that every run follows a
+    migration: when two runs on different cores, next to each other in
+    time, differ more than two runs on one core a run apart, the spells are
+    the cores' own, and two processes on two cores do not share them. Then
+    every core in turn, for its own median."""
+    if len(cpus) < 2:
+        raise SystemExit(f"--cores needs two cores or more; this process has {cpus}")
+    a, b = cpus[len(cpus) // 4], cpus[3 * len(cpus) // 4]
+    original = os.sched_getaffinity(0)
+    try:
+        on_a, on_b = [], []
+        end = time.perf_counter() + seconds / 2
+        while time.perf_counter() < end:
+            on_a.append(timed_on(a))
+            on_b.append(timed_on(b))
+        per_core: dict[int, list[float]] = {c: [] for c in cpus}
+        end = time.perf_counter() + seconds / 2
+        while time.perf_counter() < end:
+            for c in cpus:
+                per_core[c].extend(timed_on(c) for _ in range(3))
+    finally:
+        os.sched_setaffinity(0, original)
+    log_a, log_b = np.log(on_a), np.log(on_b)
+    across = log_b - log_a
+    medians = {c: float(np.median(v)) * 1e3 for c, v in per_core.items() if v}
+    overall = float(np.median(list(medians.values())))
+    return {"cores": [a, b], "pairs": len(on_a),
+            # standard deviations of log ratios: of one core's neighbours,
+            # and of the two cores' (less their lasting difference)
+            "same_core_sd": float(np.std(np.diff(log_a))),
+            "across_cores_sd": float(np.std(across - np.median(across))),
+            "b_over_a": float(np.exp(np.median(across))),
+            "per_core_ms": {str(c): round(m, 4) for c, m in medians.items()},
+            "per_core_spread": float(np.std(list(medians.values())) / overall)}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=45.0)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--cores", action="store_true",
+                        help="only the host's cores: whose spells they are")
     args = parser.parse_args(argv)
+    if args.cores:
+        found = run_cores(args.seconds, sorted(os.sched_getaffinity(0)))
+        print("cores", json.dumps(found), flush=True)
+        if args.out:
+            args.out.write_text(json.dumps(found, indent=1))
+        return 0
     import torch
 
     weights = [torch.randn(HIDDEN, WIDTH // 8, device="cuda", dtype=torch.bfloat16)
