@@ -673,21 +673,27 @@ def test_stolen_time_is_the_steal_column_of_proc_stat_in_seconds(tmp_path, first
     assert speed_engine.stolen_seconds(str(stat)) == ticks / os.sysconf("SC_CLK_TCK")
 
 
-# A vllm whose LLM answers at once and notes when each generate call began,
-# and a torch with only what the engine asks of it after its warm-up.
+# A vllm whose LLM answers at once and notes when each generate call began
+# and how many tokens it asked for, with a thread of its own that notes its
+# cores; and a torch with only what the engine asks of it after its warm-up.
 FAKE_VLLM = """
-import os, pathlib, time
+import os, pathlib, threading, time
 CALLS = pathlib.Path({tree!r}, "calls")
 FAIL_AFTER = {fail_after}
 class SamplingParams:
-    def __init__(self, **kwargs):
-        pass
+    def __init__(self, max_tokens=None, **kwargs):
+        self.max_tokens = max_tokens
 class _Request:
     def __init__(self):
         self.outputs = [type("Out", (), {{"token_ids": [1, 2, 3]}})()]
+def _note_cores():
+    while True:
+        pathlib.Path({tree!r}, "helper-cores").write_text(str(sorted(os.sched_getaffinity(0))))
+        time.sleep(0.01)
 class LLM:
     def __init__(self, **kwargs):
         self.calls = 0
+        threading.Thread(target=_note_cores, daemon=True).start()
     def get_metrics(self):
         return []
     def generate(self, prompts, params, use_tqdm=False):
@@ -695,12 +701,15 @@ class LLM:
         if FAIL_AFTER is not None and self.calls > FAIL_AFTER:
             raise RuntimeError("the engine died")
         with open(CALLS, "a") as calls:
-            calls.write(f"{{time.monotonic()}} {{os.getpid()}}\\n")
+            calls.write(f"{{time.monotonic()}} {{params.max_tokens}}\\n")
+        pathlib.Path({tree!r}, "main-cores").write_text(str(sorted(os.sched_getaffinity(0))))
         time.sleep(0.002)
         return [_Request() for _ in prompts]
 """
 CALLS_PER_CYCLE = sum(plan.C1_REQUESTS if plan.LOADS[c.split("_")[1]] == 1 else 1
                       for c in plan.CELLS)
+# Paired, each cell is primed by one more call.
+CALLS_PER_PAIRED_CYCLE = CALLS_PER_CYCLE + len(plan.CELLS)
 
 
 def _fake_engines(tmp_path: Path, fail_after: dict | None = None) -> list[str]:
@@ -714,12 +723,15 @@ def _fake_engines(tmp_path: Path, fail_after: dict | None = None) -> list[str]:
 
 def _owners(tmp_path: Path) -> list[str]:
     """Which tree made each generate call after the warm-ups (a paired
-    engine's own, then one more when both are up), in time order."""
+    engine's own, then one more when both are up), in time order; a call
+    for the primer's few tokens is marked with a `*`."""
     calls = []
     for name in ("vt", "vt28"):
-        lines = (tmp_path / name / "calls").read_text().split()
-        stamps = [float(t) for t in lines[::2]][(plan.WARMUPS + 1) * CALLS_PER_CYCLE:]
-        calls += [(stamp, name) for stamp in stamps]
+        lines = (tmp_path / name / "calls").read_text().splitlines()
+        for line in lines[(plan.WARMUPS + 1) * CALLS_PER_CYCLE:]:
+            stamp, tokens = line.split()
+            calls.append((float(stamp), name + ("*" if tokens == str(plan.PRIME_TOKENS)
+                                                else "")))
     return [name for _, name in sorted(calls)]
 
 
@@ -728,22 +740,32 @@ def test_paired_engines_take_turns_cell_by_cell(tmp_path, capsys):
     code = speed.main(["run", *where, "--round", "1", "--engines", "dflash2,up_dflash2",
                        "--paired", "--reps", "4"])
     assert code == 0, capsys.readouterr().out
-    # who goes first flips from cell to cell and from cycle to cycle; a c1
-    # cell is two generate calls, a b32 cell one
-    a, b = "vt", "vt28"
-    cycle_1 = [a, a, b, b] + [b, a] + [a, a, b, b] + [b, a]
-    cycle_2 = [b, b, a, a] + [a, b] + [b, b, a, a] + [a, b]
+    # who goes first flips from cell to cell and from cycle to cycle; each
+    # engine primes (*) just before its timed calls: two for a c1 cell, one
+    # for a b32 cell
+    a, b, a_, b_ = "vt", "vt28", "vt*", "vt28*"
+    c1_ab, c1_ba = [a_, a, a, b_, b, b], [b_, b, b, a_, a, a]
+    b32_ab, b32_ba = [a_, a, b_, b], [b_, b, a_, a]
+    cycle_1 = c1_ab + b32_ba + c1_ab + b32_ba
+    cycle_2 = c1_ba + b32_ab + c1_ba + b32_ab
     assert _owners(tmp_path) == (cycle_1 + cycle_2) * 2
-    for engine in ("dflash2", "up_dflash2"):
+    for engine, first in (("dflash2", [True, False, True, False]),
+                          ("up_dflash2", [False, True, False, True])):
         result = json.loads((tmp_path / "run" / "results" / f"round1-{engine}.json").read_text())
         assert result["paired"] and result["exit"] == 0
-        assert [len(result["cells"][cell]["reps"]) for cell in plan.CELLS] == [4] * 4
+        for i, cell in enumerate(plan.CELLS):
+            # and each repetition notes whether its engine ran it first
+            starts = first[i:] + first[:i]
+            assert result["cells"][cell]["order"] == [
+                "first" if f else "second" for f in starts]
 
 
 def test_a_paired_engine_that_dies_ends_its_pair_and_its_partner_exits_cleanly(tmp_path,
                                                                                 capsys):
-    # up_dflash2 dies in the first cell of the second cycle, where it goes first
-    where = _fake_engines(tmp_path, {"vt28": (plan.WARMUPS + 2) * CALLS_PER_CYCLE + 1})
+    # up_dflash2 dies in the first cell of the second cycle, where it goes
+    # first, once it has primed
+    where = _fake_engines(tmp_path, {"vt28": (plan.WARMUPS + 1) * CALLS_PER_CYCLE
+                                     + CALLS_PER_PAIRED_CYCLE + 1})
     code = speed.main(["run", *where, "--round", "1", "--engines", "dflash2,up_dflash2",
                        "--paired", "--reps", "4"])
     printed = capsys.readouterr().out
@@ -754,6 +776,28 @@ def test_a_paired_engine_that_dies_ends_its_pair_and_its_partner_exits_cleanly(t
     # and dflash2 is not asked for that cell: one repetition of each
     assert [len(results["dflash2"]["cells"][cell]["reps"]) for cell in plan.CELLS] == [1] * 4
     assert len(results["dflash2"]["cycles"]) == 1
+
+
+def test_a_main_core_pins_each_engines_main_thread_alone_after_its_warm_up(tmp_path, capsys):
+    where = _fake_engines(tmp_path)
+    cores = sorted(os.sched_getaffinity(0))
+    code = speed.main(["run", *where, "--round", "1", "--engines", "dflash2,up_dflash2",
+                       "--paired", "--reps", "1", "--main-cpu", str(cores[-1])])
+    assert code == 0, capsys.readouterr().out
+    for name, engine in (("vt", "dflash2"), ("vt28", "up_dflash2")):
+        # the thread that ran the last cell is pinned; vLLM's own are not
+        assert (tmp_path / name / "main-cores").read_text() == str([cores[-1]])
+        assert (tmp_path / name / "helper-cores").read_text() == str(cores)
+        result = json.loads((tmp_path / "run" / "results" / f"round1-{engine}.json").read_text())
+        assert result["host"]["main_cpu"] == [cores[-1]]
+
+
+def test_a_main_core_outside_the_engines_cores_is_refused(tmp_path):
+    (tmp_path / "models.json").write_text("{}")
+    core = min(os.sched_getaffinity(0))
+    with pytest.raises(SystemExit, match=rf"--main-cpu: core {core + 1} is not among"):
+        speed.main(["run", "--run", str(tmp_path), "--round", "1", "--cpus", str(core),
+                    "--main-cpu", str(core + 1)])
 
 
 @pytest.mark.parametrize("engines", ["dflash2,base", "base,up_base,dflash2",
@@ -792,6 +836,31 @@ def test_the_report_judges_paired_rounds_by_their_pairs(tmp_path, capsys, ours_s
     lines = [text for text in capsys.readouterr().out.splitlines()
              if text.startswith("speedup ratio")]
     assert len(lines) == 4 and all(text.startswith(line) for text in lines)
+
+
+@pytest.mark.parametrize("order, ours_spec, line", [
+    # ours faster when it runs first, slower when second, by the same 10%
+    (["first", "second"] * 3, [110.0, 90.0] * 3,
+     "  DFlash2 pairs, ours / 0.28.0's: 1.100 with ours first, 0.900 with ours second "
+     "(6 and 6 pairs); the two figures of a pair correlate nan"),
+    # the pairs meet the spells together: their figures move as one
+    (["second", "first"] * 3, SPELLS,
+     "  DFlash2 pairs, ours / 0.28.0's: 1.000 with ours first, 1.000 with ours second "
+     "(6 and 6 pairs); the two figures of a pair correlate 1.00"),
+])
+def test_the_report_shows_how_the_pairs_depend_on_who_ran_first(tmp_path, capsys, order,
+                                                                 ours_spec, line):
+    _write_paired(tmp_path, ours_spec, SPELLS if ours_spec == SPELLS else [100.0] * 6)
+    for round_number in (1, 2):
+        path = tmp_path / "results" / f"round{round_number}-dflash2.json"
+        result = json.loads(path.read_text())
+        for cell in plan.CELLS:
+            result["cells"][cell]["order"] = order
+        path.write_text(json.dumps(result))
+    speed.main(["report", "--run", str(tmp_path)])
+    lines = [text for text in capsys.readouterr().out.splitlines()
+             if text.startswith("  DFlash2 pairs")]
+    assert lines == [line] * 4
 
 
 @pytest.mark.parametrize("paired", [["--paired"], []])

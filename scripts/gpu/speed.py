@@ -40,6 +40,7 @@ from speed_plan import (  # noqa: E402
     ENGINES,
     EXIT_MARGIN,
     HOST_PROFILE_S,
+    POSITIONS,
     REPS,
     SHAPE,
     VERSIONS,
@@ -77,6 +78,9 @@ def run_round(args) -> int:
     if args.cpus and not args.cpus <= os.sched_getaffinity(0):
         raise SystemExit(f"--cpus: cores {sorted(args.cpus - os.sched_getaffinity(0))} are not "
                          f"this process's to give; it has {sorted(os.sched_getaffinity(0))}")
+    if args.main_cpu is not None and args.main_cpu not in (args.cpus or os.sched_getaffinity(0)):
+        raise SystemExit(f"--main-cpu: core {args.main_cpu} is not among the engines' cores "
+                         f"{sorted(args.cpus or os.sched_getaffinity(0))}")
     names = args.engines.split(",") if args.engines else round_order(args.round)
     if args.paired:
         pairs = [names[i:i + 2] for i in range(0, len(names), 2)]
@@ -142,6 +146,8 @@ class Engine:
             command.append("--profile")
         if args.host_profile and not paired:
             command.append("--host-profile")
+        if args.main_cpu is not None:
+            command += ["--main-cpu", str(args.main_cpu)]
         self.replies, writer, self.buffer = None, None, b""
         if paired:
             self.replies, writer = os.pipe()
@@ -242,9 +248,10 @@ def run_pair(args, pair: list[str], deadline: float) -> int:
                 break
             t = time.time()
             # all() stops at the first engine that does not answer.
-            if not all(engine.ask(f"cell {cell}", deadline) == "done"
+            if not all(engine.ask(f"cell {cell} {position}", deadline) == "done"
                        for i, cell in enumerate(CELLS)
-                       for engine in (engines if (cycles + i) % 2 == 0 else engines[::-1])):
+                       for engine, position in zip(
+                           engines if (cycles + i) % 2 == 0 else engines[::-1], POSITIONS)):
                 break
             cycles, longest = cycles + 1, max(longest, time.time() - t)
         if args.host_profile:
@@ -286,6 +293,10 @@ def main(argv=None) -> int:
                           "alternated (--engines in pairs of one kind)")
     run.add_argument("--cpus", type=parse_cpus,
                      help="cores every engine is pinned to, as 0-7,12 (default: all)")
+    run.add_argument("--main-cpu", type=int,
+                     help="after its warm-up, each engine's main thread (where vLLM "
+                          "schedules, drafts and launches) is pinned to this core, "
+                          "the same for every engine; its other threads keep theirs")
     run.add_argument("--torch-threads", type=int,
                      help="OMP_NUM_THREADS for every engine, so that both versions "
                           "run torch's CPU work on as many threads")
@@ -307,6 +318,7 @@ def main(argv=None) -> int:
     engine.add_argument("--profile", action="store_true")
     engine.add_argument("--reply-fd", type=int)
     engine.add_argument("--host-profile", action="store_true")
+    engine.add_argument("--main-cpu", type=int)
     args = parser.parse_args(argv)
     if args.command == "models":
         t = time.time()

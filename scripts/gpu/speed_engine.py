@@ -20,6 +20,8 @@ from speed_plan import (
     HOST_PROFILE_S,
     LOADS,
     OUTPUT_TOKENS,
+    POSITIONS,
+    PRIME_TOKENS,
     VERSIONS,
     engine_kwargs,
 )
@@ -106,6 +108,16 @@ def run_engine(args) -> None:
         for cell in CELLS:
             repetition(cell)
 
+    primer = SamplingParams(temperature=0.0, max_tokens=PRIME_TOKENS, ignore_eos=True,
+                            detokenize=False)
+
+    def prime(cell):
+        """A short request of the cell's regime, not timed: an engine that
+        sat idle while its partner ran meets its cell as warm as the
+        partner, which ran just before."""
+        llm.generate([{"prompt_token_ids": prompts[cell.split("_")[0]][0]}], primer,
+                     use_tqdm=False)
+
     t = time.time()
     for _ in range(args.warmups):
         unrecorded_cycle()
@@ -118,13 +130,22 @@ def run_engine(args) -> None:
     result["host"] = {"cpus": len(os.sched_getaffinity(0)),
                       "torch_threads": torch.get_num_threads(),
                       "omp_num_threads": os.environ.get("OMP_NUM_THREADS")}
+    if args.main_cpu is not None:
+        # This thread alone (pid 0 is the calling thread): it schedules,
+        # drafts and launches; vLLM's and torch's threads, made by now,
+        # keep their cores.
+        os.sched_setaffinity(0, {args.main_cpu})
+        result["host"]["main_cpu"] = sorted(os.sched_getaffinity(0))
 
-    def measure_cell(cell):
-        """One repetition of `cell`, recorded; its time and host usage."""
+    def measure_cell(cell, position=None):
+        """One repetition of `cell`, recorded; its time and host usage.
+        Paired, `position` says whether this engine ran it first or second."""
         cell_start, host_before = time.time(), host_usage()
         rate, per_request, counters, out = repetition(cell)
         entry = result["cells"].setdefault(cell, {"reps": [], "per_request": [],
                                                   "counters": []})
+        if position is not None:
+            entry.setdefault("order", []).append(position)
         entry["reps"].append(rate)
         entry["per_request"].append(per_request)
         entry["counters"].append(counters)
@@ -148,6 +169,7 @@ def run_engine(args) -> None:
         parts = []
         for line in sys.stdin:
             command, _, cell = line.strip().partition(" ")
+            cell, _, position = cell.partition(" ")
             if command == "warm":
                 unrecorded_cycle()
                 replies.write("done\n")
@@ -157,9 +179,10 @@ def run_engine(args) -> None:
                 save()
                 replies.write("done\n")
                 continue
-            if command != "cell" or cell not in CELLS:
+            if command != "cell" or cell not in CELLS or position not in POSITIONS:
                 break
-            parts.append(measure_cell(cell))
+            prime(cell)
+            parts.append(measure_cell(cell, position))
             if len(parts) == len(CELLS):
                 add_cycle(parts)
                 parts = []

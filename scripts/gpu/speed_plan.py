@@ -20,6 +20,10 @@ OUTPUT_TOKENS = 128
 # host), and a cycle of its cells costs the same four seconds.
 REPS = {"base": 8, "dflash2": 16}
 WARMUPS = 2
+# Paired, an engine is told whether it runs a cell first or second, and
+# runs this many tokens of one request untimed just before.
+POSITIONS = ("first", "second")
+PRIME_TOKENS = 16
 # The host profile: requests of the high regime one at a time, and the
 # functions kept by their own time.
 HOST_PROFILE_REQUESTS = 8

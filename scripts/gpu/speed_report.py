@@ -139,6 +139,31 @@ def pair_rounds(results: dict, ours: str, up: str, cell: str) -> dict[int, list[
     return found or None
 
 
+def pair_order(results: dict, cell: str) -> dict | None:
+    """How the DFlash2 pairs of a paired run depend on who ran first: the
+    median of ours / upstream's when ours ran first and when it ran second
+    (the order alternates, so an effect of it cancels in the ratio but
+    widens its interval), and how the two figures of a pair correlate (a
+    spell both meet correlates them; near 0, pairing cancels little)."""
+    ours, theirs = results.get("dflash2", {}), results.get("up_dflash2", {})
+    ratios: dict[str, list[float]] = {"first": [], "second": []}
+    logs = []
+    for n in sorted(set(ours) & set(theirs)):
+        mine, up = (r[n].get("cells", {}).get(cell, {}) for r in (ours, theirs))
+        for a, b, position in zip(mine.get("reps", []), up.get("reps", []),
+                                  mine.get("order", [])):
+            ratios[position].append(a / b)
+            logs.append((np.log(a), np.log(b)))
+    if not (ratios["first"] and ratios["second"]):
+        return None
+    a, b = np.asarray(logs).T
+    correlation = float(np.corrcoef(a, b)[0, 1]) if np.ptp(a) and np.ptp(b) else float("nan")
+    return {"ours_first": float(np.median(ratios["first"])),
+            "ours_second": float(np.median(ratios["second"])),
+            "pairs": [len(ratios["first"]), len(ratios["second"])],
+            "correlation": correlation}
+
+
 def acceptance_length(results: dict, engine: str, cell: str) -> float | None:
     drafts = accepted = 0.0
     for r in results.get(engine, {}).values():
@@ -179,6 +204,9 @@ def summarize(results: dict) -> dict:
                 n: float(np.median(pairs)) / (float(np.median(base_pairs[n]))
                                               if base_pairs.get(n) else pooled)
                 for n, pairs in spec_pairs.items()}
+            order = pair_order(results, cell)
+            if order:
+                entry["ratio"]["order"] = order
         elif all(base and spec for base, spec in rounds.values()):
             entry["ratio"] = speed_stats.ratio_of_speedups(
                 *rounds["0.27.1"], *rounds["0.28.0"])
@@ -256,6 +284,13 @@ def format_report(summary: dict) -> str:
             if ratio.get("by_round"):
                 lines.append("  each round's own: " + ", ".join(
                     f"round {n} {value:.3f}" for n, value in ratio["by_round"].items()))
+            order = ratio.get("order")
+            if order:
+                lines.append(
+                    f"  DFlash2 pairs, ours / 0.28.0's: {order['ours_first']:.3f} with ours "
+                    f"first, {order['ours_second']:.3f} with ours second "
+                    f"({order['pairs'][0]} and {order['pairs'][1]} pairs); "
+                    f"the two figures of a pair correlate {order['correlation']:.2f}")
         else:
             lines.append("speedup ratio: both versions' base and DFlash2 figures needed")
         lines.append("")
