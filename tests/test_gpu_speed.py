@@ -654,13 +654,17 @@ def test_the_report_gives_each_process_its_cycles_host_figures(tmp_path, capsys)
          "steal_s": 0.5},
         {"wall_s": 3.0, "cpu_s": 0.3, "involuntary": 20, "voluntary": 900, "gc": 1,
          "steal_s": 0.25}]
+    result["host"] = {"cpus": 16, "torch_threads": 16, "main_cpu": [5],
+                      "threads_on_main_cpu": [1, 40]}
     path.write_text(json.dumps(result))
     speed.main(["report", "--run", str(tmp_path)])
     line = next(line for line in capsys.readouterr().out.splitlines()
                 if line.startswith("round 1 dflash2:"))
     # the CPU share is the median of each cycle's own, not of the sums
-    assert line.endswith("; a cycle 3.00 s, CPU 0.50 of wall, 20 involuntary and "
-                         "700 voluntary switches, 1 GC runs, 0.25 s stolen by the hypervisor")
+    assert line.endswith("; 16 cores, 16 torch threads, main thread on core 5 (1 of 40 "
+                         "threads there alone); a cycle 3.00 s, CPU 0.50 of wall, 20 "
+                         "involuntary and 700 voluntary switches, 1 GC runs, 0.25 s stolen "
+                         "by the hypervisor")
 
 
 @pytest.mark.parametrize("first_line, ticks", [
@@ -716,7 +720,10 @@ def _fake_engines(tmp_path: Path, fail_after: dict | None = None) -> list[str]:
     def source(tree):
         torch = tree / "torch"
         torch.mkdir()
-        (torch / "__init__.py").write_text("def get_num_threads():\n    return 1\n")
+        (torch / "__init__.py").write_text(
+            "def get_num_threads():\n    return 1\n"
+            "class _Tensor:\n    def add_(self, other):\n        return self\n"
+            "def ones(size):\n    return _Tensor()\n")
         return FAKE_VLLM.format(tree=str(tree), fail_after=(fail_after or {}).get(tree.name))
     return _fake_trees(tmp_path, source)[1]
 
@@ -790,6 +797,10 @@ def test_a_main_core_pins_each_engines_main_thread_alone_after_its_warm_up(tmp_p
         assert (tmp_path / name / "helper-cores").read_text() == str(cores)
         result = json.loads((tmp_path / "run" / "results" / f"round1-{engine}.json").read_text())
         assert result["host"]["main_cpu"] == [cores[-1]]
+        # of its threads (the main one, the fake's and any numpy makes),
+        # the main one alone is on that core
+        alone, threads = result["host"]["threads_on_main_cpu"]
+        assert threads >= 2 and alone == (1 if len(cores) > 1 else threads)
 
 
 def test_a_main_core_outside_the_engines_cores_is_refused(tmp_path):

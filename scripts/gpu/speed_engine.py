@@ -40,6 +40,19 @@ def host_usage() -> dict:
             "steal_s": stolen_seconds()}
 
 
+def threads_on(cores: set[int]) -> list[int]:
+    """How many of this process's threads may run on `cores` alone, and
+    how many it has."""
+    tasks = os.listdir("/proc/self/task")
+    alone = 0
+    for task in tasks:
+        try:
+            alone += os.sched_getaffinity(int(task)) == cores
+        except OSError:  # the thread has ended
+            pass
+    return [alone, len(tasks)]
+
+
 def stolen_seconds(stat: str = "/proc/stat") -> float:
     """CPU time the hypervisor gave to others while this machine's cores
     wanted it, summed over the cores since boot (0 where not counted)."""
@@ -131,11 +144,15 @@ def run_engine(args) -> None:
                       "torch_threads": torch.get_num_threads(),
                       "omp_num_threads": os.environ.get("OMP_NUM_THREADS")}
     if args.main_cpu is not None:
-        # This thread alone (pid 0 is the calling thread): it schedules,
-        # drafts and launches; vLLM's and torch's threads, made by now,
-        # keep their cores.
+        # A thread starts on its maker's cores, and torch makes its CPU
+        # threads at its first parallel operation: made now, they keep
+        # every core, as they would unpinned.
+        torch.ones(1 << 20).add_(1)
+        # Then this thread alone (pid 0 is the calling thread): it
+        # schedules, drafts and launches.
         os.sched_setaffinity(0, {args.main_cpu})
         result["host"]["main_cpu"] = sorted(os.sched_getaffinity(0))
+        result["host"]["threads_on_main_cpu"] = threads_on({args.main_cpu})
 
     def measure_cell(cell, position=None):
         """One repetition of `cell`, recorded; its time and host usage.

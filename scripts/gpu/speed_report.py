@@ -65,7 +65,16 @@ def timing_line(figures: dict) -> str:
             f"init engine {s('init_engine_s')}), warm-up {s('warmup_s')}, "
             f"measurement {s('measure_s')} for {reps} repetitions"
             + (f"; {host['cpus']} cores, {host['torch_threads']} torch threads" if host else "")
+            + main_core_part(host or {})
             + cycle_line(figures.get("cycles", [])))
+
+
+def main_core_part(host: dict) -> str:
+    if "main_cpu" not in host:
+        return ""
+    alone, threads = host.get("threads_on_main_cpu", ["?", "?"])
+    return (f", main thread on core {','.join(map(str, host['main_cpu']))} "
+            f"({alone} of {threads} threads there alone)")
 
 
 def cycle_line(cycles: list[dict]) -> str:
