@@ -78,9 +78,10 @@ def run_round(args) -> int:
     if args.cpus and not args.cpus <= os.sched_getaffinity(0):
         raise SystemExit(f"--cpus: cores {sorted(args.cpus - os.sched_getaffinity(0))} are not "
                          f"this process's to give; it has {sorted(os.sched_getaffinity(0))}")
-    if args.main_cpu is not None and args.main_cpu not in (args.cpus or os.sched_getaffinity(0)):
+    cores = args.cpus or os.sched_getaffinity(0)
+    if args.main_cpu is not None and args.main_cpu not in cores:
         raise SystemExit(f"--main-cpu: core {args.main_cpu} is not among the engines' cores "
-                         f"{sorted(args.cpus or os.sched_getaffinity(0))}")
+                         f"{sorted(cores)}")
     names = args.engines.split(",") if args.engines else round_order(args.round)
     if args.paired:
         pairs = [names[i:i + 2] for i in range(0, len(names), 2)]
@@ -224,9 +225,10 @@ def run_pair(args, pair: list[str], deadline: float) -> int:
     """Both versions' engines of one kind on the GPU at once, started one
     after the other (each measures its memory alone), then each cell run by
     one and at once by the other, who goes first alternating from cell to
-    cell and from cycle to cycle. A slow spell of the machine lasts about a
+    cell and from cycle to cycle. A slow spell of a core lasts about a
     second, longer than a cell and shorter than a cycle of cells, so it falls
-    on both figures of a pair. The number of failed engines."""
+    on both figures of a pair whose main threads share that core
+    (`--main-cpu`). The number of failed engines."""
     engines: list[Engine] = []
     for name in pair:
         left = deadline - time.time()

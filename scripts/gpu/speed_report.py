@@ -104,9 +104,14 @@ def load_results(run: Path) -> dict:
     return found
 
 
+def cell_of(result: dict, cell: str) -> dict:
+    """One cell's figures in an engine's result; empty where it has none."""
+    return result.get("cells", {}).get(cell, {})
+
+
 def cell_rounds(results: dict, engine: str, cell: str) -> list[list[float]]:
-    return [r["cells"][cell]["reps"] for _, r in sorted(results.get(engine, {}).items())
-            if r.get("cells", {}).get(cell, {}).get("reps")]
+    return [cell_of(r, cell)["reps"] for _, r in sorted(results.get(engine, {}).items())
+            if cell_of(r, cell).get("reps")]
 
 
 def ratio_by_round(results: dict, cell: str) -> dict[int, float]:
@@ -114,9 +119,8 @@ def ratio_by_round(results: dict, cell: str) -> dict[int, float]:
     both DFlash2 engines ran; a round without its no-speculation engines
     takes their medians over all rounds."""
     def medians(engine):
-        return {n: float(np.median(r["cells"][cell]["reps"]))
-                for n, r in results.get(engine, {}).items()
-                if r.get("cells", {}).get(cell, {}).get("reps")}
+        return {n: float(np.median(cell_of(r, cell)["reps"]))
+                for n, r in results.get(engine, {}).items() if cell_of(r, cell).get("reps")}
 
     ours, theirs = medians("dflash2"), medians("up_dflash2")
     ours_base, up_base = medians("base"), medians("up_base")
@@ -142,7 +146,7 @@ def pair_rounds(results: dict, ours: str, up: str, cell: str) -> dict[int, list[
         return None
     found = {}
     for n in sorted(mine):
-        a, b = (r[n].get("cells", {}).get(cell, {}).get("reps", []) for r in (mine, theirs))
+        a, b = (cell_of(r[n], cell).get("reps", []) for r in (mine, theirs))
         if a and b:
             found[n] = [x / y for x, y in zip(a, b)]
     return found or None
@@ -158,7 +162,7 @@ def pair_order(results: dict, cell: str) -> dict | None:
     ratios: dict[str, list[float]] = {"first": [], "second": []}
     logs = []
     for n in sorted(set(ours) & set(theirs)):
-        mine, up = (r[n].get("cells", {}).get(cell, {}) for r in (ours, theirs))
+        mine, up = (cell_of(r[n], cell) for r in (ours, theirs))
         for a, b, position in zip(mine.get("reps", []), up.get("reps", []),
                                   mine.get("order", [])):
             ratios[position].append(a / b)
@@ -176,7 +180,7 @@ def pair_order(results: dict, cell: str) -> dict | None:
 def acceptance_length(results: dict, engine: str, cell: str) -> float | None:
     drafts = accepted = 0.0
     for r in results.get(engine, {}).values():
-        for counters in r.get("cells", {}).get(cell, {}).get("counters", []):
+        for counters in cell_of(r, cell).get("counters", []):
             drafts += counters.get("num_drafts", 0.0)
             accepted += counters.get("num_accepted_tokens", 0.0)
     return 1 + accepted / drafts if drafts else None
