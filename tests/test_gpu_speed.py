@@ -11,6 +11,7 @@ import importlib.util
 import json
 import math
 import os
+import re
 import signal
 import struct
 import subprocess
@@ -728,14 +729,14 @@ def _fake_engines(tmp_path: Path, fail_after: dict | None = None) -> list[str]:
     return _fake_trees(tmp_path, source)[1]
 
 
-def _owners(tmp_path: Path) -> list[str]:
+def _owners(tmp_path: Path, calls_per_cycle: int = CALLS_PER_CYCLE) -> list[str]:
     """Which tree made each generate call after the warm-ups (a paired
     engine's own, then one more when both are up), in time order; a call
     for the primer's few tokens is marked with a `*`."""
     calls = []
     for name in ("vt", "vt28"):
         lines = (tmp_path / name / "calls").read_text().splitlines()
-        for line in lines[(plan.WARMUPS + 1) * CALLS_PER_CYCLE:]:
+        for line in lines[(plan.WARMUPS + 1) * calls_per_cycle:]:
             stamp, tokens = line.split()
             calls.append((float(stamp), name + ("*" if tokens == str(plan.PRIME_TOKENS)
                                                 else "")))
@@ -765,6 +766,33 @@ def test_paired_engines_take_turns_cell_by_cell(tmp_path, capsys):
             starts = first[i:] + first[:i]
             assert result["cells"][cell]["order"] == [
                 "first" if f else "second" for f in starts]
+
+
+def test_a_round_of_some_cells_warms_up_and_times_those_alone(tmp_path, capsys):
+    where = _fake_engines(tmp_path)
+    code = speed.main(["run", *where, "--round", "3", "--engines", "up_dflash2,dflash2",
+                       "--paired", "--reps", "3", "--cells", "low_c1"])
+    assert code == 0, capsys.readouterr().out
+    # two c1 calls a warm-up cycle; then each cycle is the one cell, primed,
+    # and who goes first flips from cycle to cycle
+    a, b, a_, b_ = "vt28", "vt", "vt28*", "vt*"
+    first, second = [a_, a, a, b_, b, b], [b_, b, b, a_, a, a]
+    assert _owners(tmp_path, plan.C1_REQUESTS) == first + second + first
+    for engine, order in (("up_dflash2", ["first", "second", "first"]),
+                          ("dflash2", ["second", "first", "second"])):
+        result = json.loads((tmp_path / "run" / "results" / f"round3-{engine}.json").read_text())
+        assert list(result["cells"]) == ["low_c1"]
+        assert result["cells"]["low_c1"]["order"] == order
+        assert len(result["cycles"]) == 3
+
+
+@pytest.mark.parametrize("cells", ["low_c2", "", "low_c1,low_c1", "low_c1,high"])
+def test_a_round_refuses_cells_the_plan_does_not_have(tmp_path, capsys, cells):
+    (tmp_path / "models.json").write_text("{}")
+    with pytest.raises(SystemExit):
+        speed.main(["run", "--run", str(tmp_path), "--round", "1", "--cells", cells])
+    assert "--cells: some of ['high_c1', 'high_b32', 'low_c1', 'low_b32']" in (
+        capsys.readouterr().err)
 
 
 def test_a_paired_engine_that_dies_ends_its_pair_and_its_partner_exits_cleanly(tmp_path,
@@ -873,6 +901,30 @@ def test_the_report_shows_how_the_pairs_depend_on_who_ran_first(tmp_path, capsys
              if text.startswith("  DFlash2 pairs")]
     assert lines == [line] * 4
 
+
+
+def test_a_round_of_one_cell_adds_to_that_cell_alone(tmp_path, capsys):
+    # two full rounds where ours is 10% slower, then a third round of the
+    # DFlash2 pair at low_c1 only, where it is not
+    _write_paired(tmp_path, [0.9 * rate for rate in SPELLS], SPELLS)
+    for engine in ("dflash2", "up_dflash2"):
+        result = _result(engine, 3, SPELLS, 10.0, 50.0)
+        result["cells"] = {"low_c1": result["cells"]["low_c1"]}
+        result["paired"] = True
+        (tmp_path / "results" / f"round3-{engine}.json").write_text(json.dumps(result))
+    speed.main(["report", "--run", str(tmp_path)])
+    text = capsys.readouterr().out
+    sections = {}
+    for block in text.split("\n\n")[:4]:
+        regime, load = re.match(r"== (\w+) acceptance, (\w+) ", block).groups()
+        sections[f"{regime}_{load}"] = block
+    for cell, reps, rounds in (("high_c1", "12 in 2", "round 1 0.900, round 2 0.900"),
+                               ("high_b32", "12 in 2", "round 1 0.900, round 2 0.900"),
+                               ("low_c1", "18 in 3",
+                                "round 1 0.900, round 2 0.900, round 3 1.000"),
+                               ("low_b32", "12 in 2", "round 1 0.900, round 2 0.900")):
+        assert sections[cell].splitlines()[2].endswith(reps), cell
+        assert f"  each round's own: {rounds}" in sections[cell].splitlines(), cell
 
 @pytest.mark.parametrize("paired", [["--paired"], []])
 def test_a_host_profile_names_each_versions_functions_from_vllm_on(tmp_path, capsys, paired):

@@ -4,6 +4,7 @@ GPU-bound target (Qwen3-8B's shape) at two known acceptance rates.
     python3 scripts/gpu/speed.py models --run DIR
     python3 scripts/gpu/speed.py run --run DIR --round N [--engines a,b,...]
                                      [--budget S] [--copy-to OUT] [--profile | --paired]
+                                     [--cells low_c1,...] [--main-cpu C]
     python3 scripts/gpu/speed.py report --run DIR [--copy-to OUT]
     python3 scripts/gpu/speed.py plan
 
@@ -12,8 +13,9 @@ machine. `run` starts each engine of a round in its own process, one after
 another, alone on the GPU: `base` and `dflash2` on 0.27.1 (/tmp/vt),
 `up_base` and `up_dflash2` on 0.28.0 (/tmp/vt28), versions alternated and
 the order flipped every other round. Each engine warms up, then repeats every
-cell (regime high or low x load c1 or b32) until its repetitions are done or
-the call's budget runs short, saving after every repetition. With
+cell (regime high or low x load c1 or b32), or those `--cells` names, until its
+repetitions are done or the call's budget runs short, saving after every
+repetition. With
 `--paired`, a kind's two engines share the GPU and take turns cell by cell,
 so that the machine's slow spells fall on both. `report` reads every
 round's files and prints the tables and verdicts.
@@ -142,7 +144,8 @@ class Engine:
         command = [sys.executable, __file__, "engine", "--name", name,
                    "--round", str(args.round), "--models", str(args.run / "models.json"),
                    "--result", str(self.result), "--reps", str(engine_reps(name, args.reps)),
-                   "--warmups", str(args.warmups), "--stop-at", str(deadline)]
+                   "--warmups", str(args.warmups), "--stop-at", str(deadline),
+                   "--cells", ",".join(args.cells)]
         if args.profile:
             command.append("--profile")
         if args.host_profile and not paired:
@@ -251,7 +254,7 @@ def run_pair(args, pair: list[str], deadline: float) -> int:
             t = time.time()
             # all() stops at the first engine that does not answer.
             if not all(engine.ask(f"cell {cell} {position}", deadline) == "done"
-                       for i, cell in enumerate(CELLS)
+                       for i, cell in enumerate(args.cells)
                        for engine, position in zip(
                            engines if (cycles + i) % 2 == 0 else engines[::-1], POSITIONS)):
                 break
@@ -284,6 +287,10 @@ def main(argv=None) -> int:
     run.add_argument("--reps", type=int, default=None,
                      help=f"timed cycles of every engine (default: {REPS})")
     run.add_argument("--warmups", type=int, default=WARMUPS)
+    run.add_argument("--cells", default=",".join(CELLS),
+                     help="comma-separated cells this round times (default: all); "
+                          "a round that adds repetitions to the cells whose "
+                          "intervals are still wide")
     run.add_argument("--profile", action="store_true",
                      help="DFlash2 engines also profile a decode step per load")
     run.add_argument("--copy-to", type=Path)
@@ -316,6 +323,7 @@ def main(argv=None) -> int:
     engine.add_argument("--result", required=True)
     engine.add_argument("--reps", type=int, required=True)
     engine.add_argument("--warmups", type=int, default=WARMUPS)
+    engine.add_argument("--cells", default=",".join(CELLS))
     engine.add_argument("--stop-at", type=float, required=True)
     engine.add_argument("--profile", action="store_true")
     engine.add_argument("--reply-fd", type=int)
@@ -343,6 +351,11 @@ def main(argv=None) -> int:
         unknown = [n for n in args.engines.split(",") if n and n not in ENGINES]
         if unknown:
             parser.error(f"unknown engines {unknown}; known: {sorted(ENGINES)}")
+        cells = [c for c in args.cells.split(",") if c]
+        if not cells or set(cells) - set(CELLS) or len(set(cells)) != len(cells):
+            parser.error(f"--cells: some of {CELLS}, each once; not {args.cells!r}")
+        # The engines run them in the plan's order, whatever the order given.
+        args.cells = [c for c in CELLS if c in cells]
         return run_round(args)
     return report(args)
 
