@@ -72,6 +72,15 @@ def parse_cpus(text: str) -> set[int]:
     return cpus
 
 
+def parse_cells(text: str) -> list[str]:
+    """`low_c1,high_c1` -> ['high_c1', 'low_c1']: cells of the plan, each
+    once, in the plan's order whatever the order given."""
+    cells = [c for c in text.split(",") if c]
+    if not cells or set(cells) - set(CELLS) or len(set(cells)) != len(cells):
+        raise argparse.ArgumentTypeError(f"some of {CELLS}, each once; not {text!r}")
+    return [c for c in CELLS if c in cells]
+
+
 def run_round(args) -> int:
     run = args.run
     models = run / "models.json"
@@ -287,7 +296,7 @@ def main(argv=None) -> int:
     run.add_argument("--reps", type=int, default=None,
                      help=f"timed cycles of every engine (default: {REPS})")
     run.add_argument("--warmups", type=int, default=WARMUPS)
-    run.add_argument("--cells", default=",".join(CELLS),
+    run.add_argument("--cells", type=parse_cells, default=",".join(CELLS),
                      help="comma-separated cells this round times (default: all); "
                           "a round that adds repetitions to the cells whose "
                           "intervals are still wide")
@@ -323,7 +332,7 @@ def main(argv=None) -> int:
     engine.add_argument("--result", required=True)
     engine.add_argument("--reps", type=int, required=True)
     engine.add_argument("--warmups", type=int, default=WARMUPS)
-    engine.add_argument("--cells", default=",".join(CELLS))
+    engine.add_argument("--cells", type=parse_cells, default=",".join(CELLS))
     engine.add_argument("--stop-at", type=float, required=True)
     engine.add_argument("--profile", action="store_true")
     engine.add_argument("--reply-fd", type=int)
@@ -351,11 +360,6 @@ def main(argv=None) -> int:
         unknown = [n for n in args.engines.split(",") if n and n not in ENGINES]
         if unknown:
             parser.error(f"unknown engines {unknown}; known: {sorted(ENGINES)}")
-        cells = [c for c in args.cells.split(",") if c]
-        if not cells or set(cells) - set(CELLS) or len(set(cells)) != len(cells):
-            parser.error(f"--cells: some of {CELLS}, each once; not {args.cells!r}")
-        # The engines run them in the plan's order, whatever the order given.
-        args.cells = [c for c in CELLS if c in cells]
         return run_round(args)
     return report(args)
 

@@ -118,7 +118,7 @@ def run_engine(args) -> None:
 
     # A round may time only some cells (those whose intervals are still
     # wide); it warms up on those alone, so that more repetitions fit.
-    cells = args.cells.split(",")
+    cells = args.cells
 
     def unrecorded_cycle():
         for cell in cells:
