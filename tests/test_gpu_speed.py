@@ -902,7 +902,6 @@ def test_the_report_shows_how_the_pairs_depend_on_who_ran_first(tmp_path, capsys
     assert lines == [line] * 4
 
 
-
 def test_a_round_of_one_cell_adds_to_that_cell_alone(tmp_path, capsys):
     # two full rounds where ours is 10% slower, then a third round of the
     # DFlash2 pair at low_c1 only, where it is not
@@ -925,6 +924,7 @@ def test_a_round_of_one_cell_adds_to_that_cell_alone(tmp_path, capsys):
                                ("low_b32", "12 in 2", "round 1 0.900, round 2 0.900")):
         assert sections[cell].splitlines()[2].endswith(reps), cell
         assert f"  each round's own: {rounds}" in sections[cell].splitlines(), cell
+
 
 @pytest.mark.parametrize("paired", [["--paired"], []])
 def test_a_host_profile_names_each_versions_functions_from_vllm_on(tmp_path, capsys, paired):

@@ -109,9 +109,15 @@ def cell_of(result: dict, cell: str) -> dict:
     return result.get("cells", {}).get(cell, {})
 
 
+def reps_by_round(results: dict, engine: str, cell: str) -> dict[int, list[float]]:
+    """Round -> an engine's repetitions of one cell, rounds in order, those
+    that did not time the cell left out."""
+    return {n: cell_of(r, cell)["reps"] for n, r in sorted(results.get(engine, {}).items())
+            if cell_of(r, cell).get("reps")}
+
+
 def cell_rounds(results: dict, engine: str, cell: str) -> list[list[float]]:
-    return [cell_of(r, cell)["reps"] for _, r in sorted(results.get(engine, {}).items())
-            if cell_of(r, cell).get("reps")]
+    return list(reps_by_round(results, engine, cell).values())
 
 
 def ratio_by_round(results: dict, cell: str) -> dict[int, float]:
@@ -119,8 +125,8 @@ def ratio_by_round(results: dict, cell: str) -> dict[int, float]:
     both DFlash2 engines ran; a round without its no-speculation engines
     takes their medians over all rounds."""
     def medians(engine):
-        return {n: float(np.median(cell_of(r, cell)["reps"]))
-                for n, r in results.get(engine, {}).items() if cell_of(r, cell).get("reps")}
+        return {n: float(np.median(reps))
+                for n, reps in reps_by_round(results, engine, cell).items()}
 
     ours, theirs = medians("dflash2"), medians("up_dflash2")
     ours_base, up_base = medians("base"), medians("up_base")
