@@ -80,16 +80,13 @@ Diff = Annotated[
     bool,
     typer.Option(
         "--diff",
-        help="print the unified diff of the changes on stdout, and the report on stderr",
+        help="print the changes as a patch on stdout (new files whole, as git "
+        "writes them: `git apply` or `patch -p1` makes them), and the report on stderr",
     ),
 ]
-DiffModules = Annotated[
-    bool,
-    typer.Option(
-        "--diff-modules",
-        help="with the diff, print the new files whole (else one line each)",
-    ),
-]
+# The new files are always in the diff now, whole: this earlier spelling of
+# that is still accepted, and means --diff.
+DiffModules = Annotated[bool, typer.Option("--diff-modules", hidden=True)]
 Json = Annotated[bool, typer.Option("--json", help="print one JSON object instead of text")]
 FailIfChanged = Annotated[
     bool,

@@ -1,39 +1,54 @@
-"""The unified diff of what a plan writes, for `--diff`."""
+"""The patch of what a plan writes, for `--diff`.
+
+It is a git-style patch of every file the command writes, the new modules
+whole (`new file mode`) and removed ones too (`deleted file mode`), so that
+`git apply` or `patch -p1` given it leaves the tree as the command would.
+"""
 
 from __future__ import annotations
 
 import difflib
 from typing import TYPE_CHECKING
 
-from .layout import MODULE_FILES
 from .safe_files import decode_source
 
 if TYPE_CHECKING:
     from .engine import Plan
 
+# The mode git gives a regular file that is not executable, which is what
+# the tool creates (it copies the mode of vllm/__init__.py).
+_MODE = "100644"
+_NO_NEWLINE = "\\ No newline at end of file\n"
 
-def unified(plan: Plan, modules_whole: bool = False) -> str:
-    """The unified diff of every change. The new modules are hundreds of
-    lines the user did not write and cannot review against anything, so
-    unless `modules_whole`, each is one comment line after the diff, which
-    `patch` and `git apply` skip."""
-    chunks, summaries = [], []
-    for change in plan.changes:
-        if change.path in MODULE_FILES and not modules_whole:
-            data = change.after if change.after is not None else change.before
-            lines = len(_lines(change.path, data))
-            what = "new file" if change.after is not None else "removed"
-            summaries.append(f"# {change.path}: {what}, {lines} lines (--diff-modules shows it)\n")
-            continue
-        chunks.extend(
-            difflib.unified_diff(
-                _lines(change.path, change.before),
-                _lines(change.path, change.after),
-                fromfile=f"a/{change.path}" if change.before is not None else "/dev/null",
-                tofile=f"b/{change.path}" if change.after is not None else "/dev/null",
-            )
+
+def unified(plan: Plan, modules_whole: bool = True) -> str:
+    """The patch of every change, in the order the commit writes them.
+    `modules_whole` is what `--diff-modules` asked for before every new file
+    was printed whole; it changes nothing now."""
+    return "".join(_file_patch(c.path, c.before, c.after) for c in plan.changes)
+
+
+def _file_patch(path: str, before: bytes | None, after: bytes | None) -> str:
+    header = [f"diff --git a/{path} b/{path}\n"]
+    if before is None:
+        header.append(f"new file mode {_MODE}\n")
+    elif after is None:
+        header.append(f"deleted file mode {_MODE}\n")
+    old, new = _lines(path, before), _lines(path, after)
+    hunks = list(
+        difflib.unified_diff(
+            old,
+            new,
+            fromfile=f"a/{path}" if before is not None else "/dev/null",
+            tofile=f"b/{path}" if after is not None else "/dev/null",
         )
-    return "".join(chunks + summaries)
+    )
+    return "".join(header + [_ended(line) for line in hunks])
+
+
+def _ended(line: str) -> str:
+    """A last line without its newline, marked as diff and patch mark it."""
+    return line if line.endswith("\n") else f"{line}\n{_NO_NEWLINE}"
 
 
 def _lines(path: str, data: bytes | None) -> list[str]:

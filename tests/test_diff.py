@@ -1,7 +1,7 @@
 """What `--diff` prints is what `apply` writes: the printed diff, saved from
 stdout as a user saves it (`check --diff > x.patch`) and applied with `patch`
 or `git apply` to a pristine copy of the real vLLM 0.27.1 tree, gives the
-same bytes as `apply` on another copy."""
+same bytes as `apply` on another copy, the new files included."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def trees(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     assert saved.returncode == 1, saved.stdout + saved.stderr
     edits = len({e.name for e in EDITS})
     files = len({e.path for e in EDITS})
-    assert diff.read_text().startswith("--- a/vllm/"), "stdout must hold the diff alone"
+    assert diff.read_text().startswith("diff --git a/vllm/"), "stdout must hold the diff alone"
     report = saved.stderr.splitlines()
     assert report and report[-1].startswith(f"pending: {edits} edits in {files} files"), (
         f"the report belongs on stderr, found: {saved.stderr!r}")
@@ -73,12 +73,22 @@ def test_printed_diff_applied_to_the_pristine_tree_gives_what_apply_writes(
     copy = shutil.copytree(trees["pristine"], tmp_path / "tree")
     subprocess.run(patcher(copy, trees["diff"]), check=True, capture_output=True)
     paths = diffed_paths(trees["diff"].read_text())
-    # Every edited file and RECORD is in the diff. The new modules may be
-    # summarised instead of printed whole; where printed, they must match too.
-    assert {*TARGETS, RECORD} <= paths <= {*TARGETS, RECORD, *INSTALLED}
-    patched, applied = snapshot(copy), snapshot(trees["applied"])
-    assert {p: patched.get(p) for p in paths} == {p: applied[p] for p in paths}
-    left_out = set(INSTALLED) - paths
-    assert {p: v for p, v in patched.items() if p not in left_out} == {
-        p: v for p, v in applied.items() if p not in left_out
-    }
+    assert paths == {*TARGETS, RECORD, *INSTALLED}
+    assert snapshot(copy) == snapshot(trees["applied"])
+
+
+@pytest.mark.parametrize("patcher", PATCHERS.values(), ids=PATCHERS.keys())
+def test_revert_diff_applied_to_a_patched_tree_removes_the_new_files_as_revert_does(
+    trees: dict[str, Path], tmp_path: Path, patcher
+) -> None:
+    reverted = shutil.copytree(trees["applied"], tmp_path / "reverted")
+    copy = shutil.copytree(trees["applied"], tmp_path / "tree")
+    diff = tmp_path / "revert.diff"
+    # `revert` writes as it prints: its patch is applied to another copy.
+    printed = tool("revert", "--site-packages", reverted, "--diff")
+    assert printed.returncode == 0, printed.stderr
+    for relative in INSTALLED:
+        assert f"diff --git a/{relative} b/{relative}\ndeleted file mode 100644\n" in printed.stdout
+    diff.write_text(printed.stdout)
+    subprocess.run(patcher(copy, diff), check=True, capture_output=True)
+    assert snapshot(copy) == snapshot(reverted) == snapshot(trees["pristine"])
