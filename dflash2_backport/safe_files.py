@@ -60,8 +60,13 @@ def read_regular(path: Path) -> bytes | None:
 def decode_source(path: str | os.PathLike, data: bytes) -> str:
     """Python source as text, in the encoding its PEP 263 cookie declares
     (UTF-8 when there is none); one line naming the file when it is not."""
+    # CPython translates newlines before it reads the first two lines for a
+    # cookie; as it is, a file whose lines end in CR alone is one line to
+    # `detect_encoding`, and a comment anywhere in it such as
+    # `# speculative decoding: compute K` would name its encoding.
+    head = b"\n".join(data.splitlines()[:2])
     try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(head).readline)
     except SyntaxError as error:
         if not error.msg.startswith("invalid or missing encoding declaration"):
             raise BackportError(f"{path}: {error.msg}; fix the file") from None
@@ -71,7 +76,8 @@ def decode_source(path: str | os.PathLike, data: bytes) -> str:
     try:
         return data.decode(encoding)
     except UnicodeDecodeError as error:
-        line = data.count(b"\n", 0, error.start) + 1
+        # Lines end at CR, LF or CRLF, as Python counts them.
+        line = len((data[: error.start] + b"x").splitlines())
         raise BackportError(
             f"{path}: not valid {encoding} (line {line}: byte "
             f"{data[error.start]:#04x}, {error.reason}); fix the file or declare "

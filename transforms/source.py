@@ -11,7 +11,9 @@ and checks at every step that it stands where the judge stood.
 from __future__ import annotations
 
 import ast
+import io
 import re
+import tokenize
 from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple
 
@@ -101,6 +103,18 @@ def _step(field: str, index: int, node: ast.AST) -> Step:
 
 
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n|$)")
+
+
+def encoding_of(data: bytes) -> str:
+    """The encoding Python reads a source file's bytes in: its PEP 263
+    cookie's, else UTF-8 ("utf-8-sig" after a BOM). Raises SyntaxError as
+    `tokenize.detect_encoding` does."""
+    # CPython translates newlines before it reads the first two lines for a
+    # cookie; as it is, a file whose lines end in CR alone is one line to
+    # `detect_encoding`, and a comment anywhere in it such as
+    # `# speculative decoding: compute K` would name its encoding.
+    head = b"\n".join(data.splitlines()[:2])
+    return tokenize.detect_encoding(io.BytesIO(head).readline)[0]
 
 
 class Source:

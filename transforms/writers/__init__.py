@@ -7,15 +7,14 @@ libcst: `check` judges with Python's parser alone.
 from __future__ import annotations
 
 import importlib
-import io
-import tokenize
 from collections.abc import Sequence
 
 import libcst as cst
 
 from ..edit import Edit, Judged
+from ..source import encoding_of
 from ..vocabulary import Goal
-from .protocol import EditRefused, Misjudged, Writer, rewrite_order
+from .protocol import EditRefused, Misjudged, Writer, parse_module, rewrite_order
 from .regions import Regions, plan, rewrite_regions
 from .resolve import SiteMoved
 
@@ -50,16 +49,19 @@ def rewrite(
 ) -> bytes:
     """A file's bytes rewritten as `rewritten` does, in the file's encoding:
     only its `regions` where they are given (see regions.py), else whole."""
+    # Decoded here, not by libcst, which finds a cookie as tokenize does
+    # (see `encoding_of`).
+    encoding = encoding_of(data)
+    text = data.decode(encoding)
     if regions is not None:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-        text = rewrite_regions(data.decode(encoding), judged, goal, regions)
-        if text is not None:
-            return text.encode(encoding)
+        patched = rewrite_regions(text, judged, goal, regions)
+        if patched is not None:
+            return patched.encode(encoding)
     try:
-        tree = cst.parse_module(data)
+        tree = parse_module(text)
     except cst.ParserSyntaxError as error:
         raise Unparsable(f"line {error.raw_line}: {error.message}") from None
-    return rewritten(tree, judged, goal).bytes
+    return rewritten(tree, judged, goal).code.encode(encoding)
 
 
 __all__ = [

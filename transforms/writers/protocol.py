@@ -37,6 +37,20 @@ from ..vocabulary import Direction, Goal, HunkVerdict, State
 Statement = TypeVar("Statement", bound=cst.BaseStatement)
 
 
+def parse_module(text: str) -> cst.Module:
+    """libcst's tree of a file or of part of one, printing back as `text`.
+
+    libcst's parser takes a text that ends in a bare CR (a file whose lines
+    end in CR alone) for one without a final newline, and prints it back
+    without it: the file would lose its last newline, and a region
+    (regions.py) the one between its last line and the next.
+    """
+    tree = cst.parse_module(text)
+    if text.endswith("\r") and not tree.has_trailing_newline:
+        return tree.with_changes(has_trailing_newline=True)
+    return tree
+
+
 class EditRefused(Exception):
     """The judge found drift: the spec's result is absent and so is its anchor.
 
@@ -89,7 +103,7 @@ class Writer:
             problem = misjudged(result, judgement, self.direction)
             if problem is not None:
                 raise Misjudged(problem)
-        return cst.parse_module(result)
+        return parse_module(result)
 
     # -- one hunk ---------------------------------------------------------------
 

@@ -37,7 +37,7 @@ import libcst as cst
 from ..edit import Edit, Judged
 from ..source import Path, Source, Step
 from ..vocabulary import Goal
-from .protocol import rewrite_order
+from .protocol import parse_module, rewrite_order
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
@@ -247,7 +247,7 @@ def rewrite_regions(
         header = f"class {WRAPPER}:{newline}" if region.owner is not None else ""
         part = text[starts[region.first - 1] : starts[region.last]]
         try:
-            tree = cst.parse_module(header + part)
+            tree = parse_module(header + part)
         except cst.ParserSyntaxError:
             return None
         if tree.default_newline != newline or tree.default_indent != indent:
