@@ -1,15 +1,20 @@
 """The two vLLM modules this tool ships, installed without overwriting anyone's.
 
-A module file is ours when its header carries MARKER. Upstream's files never
-do, so "upstream already ships DFlash2" is told from the files themselves
-(0.28.0 and later), and a file we did not write is never replaced: not when
-only one of the two modules exists, and not when one exists with other
-content.
+A module file is ours when it holds, byte for byte, what this tool ships or
+shipped in an earlier version (SHIPPED_BEFORE). Anything else at a module's
+path is drift, named and never replaced: upstream's module (0.28.0 and later
+ship them, told from the files themselves, which never carry MARKER), a
+module someone else wrote, and one of ours changed since it was installed.
+
+A tree that wants its own version of a module says so in the file: KEEP_LINE
+among its first lines. Such a file counts as in place; the tool neither
+replaces nor removes it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from importlib import resources
 from pathlib import Path
 
@@ -18,6 +23,8 @@ from .safe_files import read_regular
 from .verdicts import State
 
 MARKER = b"# Backported to vLLM 0.27.1 by dflash2-backport."
+#: The line that keeps a tree's own version of a module in place.
+KEEP_LINE = b"# dflash2-backport: keep"
 _HEADER_LINES = 5
 
 
@@ -36,6 +43,33 @@ SPECULATOR = ShippedModule(
 )
 SHIPPED = (MODEL, PACKAGE, SPECULATOR)
 
+#: The SHA-256 of every earlier version of a module this tool has shipped, by
+#: its source under modules/: a file that holds one of them is an older copy
+#: of ours, replaced by `apply` and removed by `revert`. When a module
+#: changes, its previous version's digest goes here (a test holds this to the
+#: repository's history).
+SHIPPED_BEFORE = {
+    "qwen3_dflash2.py": frozenset(),
+    "dflash2/__init__.py": frozenset(),
+    "dflash2/speculator.py": frozenset({
+        "e559aed36b71db61ec61401d336a391c7d5337150ee34059e9290cafb2dc5fd3",
+        "caa200ab3cfc6a7a0ede8992519a4065f61d91d22ad31c9687c7a44f307f6542",
+        "f7fe7aa27eedc00442d8deb98d72f673e59fc660656419960b61518157c6b878",
+    }),
+}
+
+_CHANGED = (
+    "changed since this tool installed it; to keep this version, add the line "
+    f"`{KEEP_LINE.decode()}` to its first {_HEADER_LINES} lines, or remove the file "
+    "and run apply again to have this tool's version"
+)
+_NOT_OURS = (
+    "expected no file or ours, found a file this tool did not write; move it away if "
+    f"it is not upstream's, or add the line `{KEEP_LINE.decode()}` to its first "
+    f"{_HEADER_LINES} lines to keep it"
+)
+KEPT = f"kept: the file says `{KEEP_LINE.decode()}`"
+
 
 @dataclasses.dataclass(frozen=True)
 class ModulePlan:
@@ -45,6 +79,8 @@ class ModulePlan:
     #: What the file holds now (None: no file), as read for the verdict.
     existing: bytes | None = None
     reason: str = ""
+    #: The tree keeps its own version (KEEP_LINE): neither written nor removed.
+    kept: bool = False
 
 
 def shipped_source(module: ShippedModule) -> bytes:
@@ -58,8 +94,22 @@ def shipped_source(module: ShippedModule) -> bytes:
         ) from None
 
 
+def _header(data: bytes) -> list[bytes]:
+    return [line.rstrip(b"\r") for line in data.split(b"\n", _HEADER_LINES)[:_HEADER_LINES]]
+
+
 def is_ours(data: bytes) -> bool:
-    return MARKER in data.split(b"\n", _HEADER_LINES)[:_HEADER_LINES]
+    """Whether the file says this tool wrote it (it may have changed since)."""
+    return MARKER in _header(data)
+
+
+def is_kept(data: bytes) -> bool:
+    """Whether the file asks to be kept as it is."""
+    return KEEP_LINE in (line.strip() for line in _header(data))
+
+
+def shipped_before(module: ShippedModule, data: bytes) -> bool:
+    return hashlib.sha256(data).hexdigest() in SHIPPED_BEFORE[module.source]
 
 
 def _read(path: Path) -> bytes | None:
@@ -77,7 +127,7 @@ def upstream_ships_dflash2(root: Path) -> bool:
         if not path.is_file():
             return False
         data = _read(path)
-        if data is None or is_ours(data):
+        if data is None or is_ours(data) or is_kept(data):
             return False
     return True
 
@@ -105,7 +155,11 @@ def plan_modules(root: Path) -> list[ModulePlan]:
             plans.append(ModulePlan(module.dest, State.PENDING, content))
         elif existing == content:
             plans.append(ModulePlan(module.dest, State.APPLIED, content, existing))
-        elif is_ours(existing):
+        elif is_kept(existing):
+            plans.append(
+                ModulePlan(module.dest, State.APPLIED, existing, existing, KEPT, kept=True)
+            )
+        elif shipped_before(module, existing):
             plans.append(
                 ModulePlan(
                     module.dest, State.PENDING, content, existing,
@@ -113,16 +167,8 @@ def plan_modules(root: Path) -> list[ModulePlan]:
                 )
             )
         else:
-            plans.append(
-                ModulePlan(
-                    module.dest,
-                    State.DRIFT,
-                    content,
-                    existing,
-                    "expected no file or ours, found a file this tool did not write; "
-                    "move it away if it is not upstream's",
-                )
-            )
+            reason = _CHANGED if is_ours(existing) else _NOT_OURS
+            plans.append(ModulePlan(module.dest, State.DRIFT, content, existing, reason))
     return plans
 
 
@@ -136,7 +182,13 @@ def plan_module_removal(root: Path) -> list[ModulePlan]:
     for module in SHIPPED:
         path = root / module.dest
         existing = None if path.parent.is_file() else _read(path)
-        if existing is not None and existing == shipped_source(module):
+        if existing is not None and is_kept(existing):
+            plans.append(
+                ModulePlan(module.dest, State.PENDING, existing, existing, KEPT, kept=True)
+            )
+        elif existing is not None and (
+            existing == shipped_source(module) or shipped_before(module, existing)
+        ):
             plans.append(ModulePlan(module.dest, State.APPLIED, None, existing))
         elif existing is not None and is_ours(existing):
             plans.append(
@@ -146,7 +198,9 @@ def plan_module_removal(root: Path) -> list[ModulePlan]:
                     None,
                     existing,
                     "expected the file as this tool installed it, found it changed "
-                    "since; remove it by hand if the change is not wanted",
+                    "since; remove it by hand if the change is not wanted, or add the "
+                    f"line `{KEEP_LINE.decode()}` to its first {_HEADER_LINES} lines "
+                    "to keep it",
                 )
             )
         else:

@@ -103,11 +103,12 @@ class Report:
                 line += f" ({edit.fix.describe()})"
             lines.append(f"{line}: {edit.reason}" if edit.state is State.DRIFT else line)
         for module in plan.modules:
-            label = self._label(
+            label = "kept" if module.kept else self._label(
                 outcome, module.state, plan.module_to_do(module), plan.direction, module=True
             )
             line = f"  {paint(label, out, 9)} {'new file':<{_NAME_WIDTH}} {module.dest}"
-            lines.append(f"{line}: {module.reason}" if module.state is State.DRIFT else line)
+            shown = module.state is State.DRIFT or module.kept
+            lines.append(f"{line}: {module.reason}" if shown else line)
         if plan.record_state is not None and plan.record is not None:
             pending = plan.record_state is State.PENDING
             label = "updated" if outcome.written and pending else (
@@ -143,7 +144,7 @@ class Report:
             document["holds"] = holds.value if holds is not None else None
             document["edits"] = [e.to_json() for e in plan.edits]
             document["modules"] = [
-                {"file": m.dest, "state": m.state.value, "reason": m.reason}
+                {"file": m.dest, "state": m.state.value, "reason": m.reason, "kept": m.kept}
                 for m in plan.modules
             ]
             if plan.record is not None and plan.record_state is not None:

@@ -14,7 +14,7 @@ from typing import TextIO
 # State word -> SGR code: good news green, work to do yellow, refusal red.
 COLOURS = {
     "pass": "32", "applied": "32", "patched": "32", "installed": "32", "current": "32",
-    "updated": "32", "reverted": "32", "removed": "32",
+    "updated": "32", "reverted": "32", "removed": "32", "kept": "32",
     "pending": "33", "original": "33", "absent": "33", "present": "33",
     "FAIL": "31", "drift": "31", "error": "31", "refused": "31",
 }

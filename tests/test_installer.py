@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+import subprocess
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from dflash2_backport.cli import app
-from dflash2_backport.installer import MARKER, SHIPPED, shipped_source
+from dflash2_backport.installer import (
+    MARKER,
+    SHIPPED,
+    SHIPPED_BEFORE,
+    ShippedModule,
+    shipped_source,
+)
 from tests.trees import INSTALLED, make_site, snapshot
 from tests.wheels import vllm_source
 
@@ -84,11 +93,139 @@ def test_upstream_modules_in_place_mean_upstream_ships_dflash2(site: Path) -> No
     assert snapshot(site) == before
 
 
-def test_an_older_copy_of_ours_is_replaced(site: Path) -> None:
+# A user's change to an installed module, made after `apply`.
+CHANGED_AFTER_APPLY = {
+    "a line added under the marker": (MARKER + b"\n", MARKER + b"\n# local tweak\n"),
+    "a value in the body changed": (b"def ", b"def  "),
+    "a line appended": (None, b"\n# mine\n"),
+}
+
+
+def _change(path: Path, old: bytes | None, new: bytes) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data + new if old is None else data.replace(old, new, 1))
+
+
+@pytest.mark.parametrize("command", [
+    ["check"], ["check", "--diff"], ["apply"], ["apply", "--fail-if-changed"], ["apply", "--diff"],
+], ids=" ".join)
+@pytest.mark.parametrize("change", CHANGED_AFTER_APPLY.values(), ids=CHANGED_AFTER_APPLY.keys())
+def test_an_installed_module_changed_after_apply_is_drift_named_and_never_overwritten(
+    site: Path, command: list[str], change: tuple
+) -> None:
     assert apply(site).exit_code == 0
-    old = site / MODEL
-    old.write_bytes(old.read_bytes() + b"\n# an older release\n")
+    _change(site / MODEL, *change)
+    before = snapshot(site)
+    result = runner.invoke(app, [*command, "--site-packages", str(site)])
+    assert result.exit_code == 2, result.output
+    (line,) = [x for x in result.output.splitlines() if MODEL in x]
+    assert line.split()[0] == "drift", line
+    assert "changed since" in line and "dflash2-backport: keep" in line, line
+    assert "+++ b/" not in result.output
+    assert snapshot(site) == before
+
+
+def _history(source: str) -> dict[str, bytes]:
+    """Every version of modules/SOURCE this repository has committed, by commit."""
+    path = f"modules/{source}"
+    commits = subprocess.run(
+        ["git", "-C", str(REPOSITORY), "log", "--format=%H", "--", path],
+        check=True, capture_output=True, text=True,
+    ).stdout.split()
+    assert commits, f"no history of {path}: this test needs the repository's git history"
+    return {
+        commit: subprocess.run(
+            ["git", "-C", str(REPOSITORY), "show", f"{commit}:{path}"],
+            check=True, capture_output=True,
+        ).stdout
+        for commit in commits
+    }
+
+
+@pytest.mark.parametrize("module", SHIPPED, ids=lambda m: m.source)
+def test_every_earlier_version_of_a_module_in_the_history_is_known_as_ours(
+    module: ShippedModule,
+) -> None:
+    earlier = {
+        hashlib.sha256(data).hexdigest()
+        for data in _history(module.source).values()
+        if data != shipped_source(module)
+    }
+    assert earlier == SHIPPED_BEFORE[module.source]
+
+
+def _earlier_versions() -> list[tuple[ShippedModule, bytes]]:
+    return [
+        (module, data)
+        for module in SHIPPED
+        for data in {d: None for d in _history(module.source).values()}
+        if data != shipped_source(module)
+    ]
+
+
+@pytest.mark.parametrize(("module", "older"), _earlier_versions())
+def test_an_older_copy_of_ours_is_replaced_by_apply_and_removed_by_revert(
+    site: Path, module: ShippedModule, older: bytes
+) -> None:
+    assert apply(site).exit_code == 0
+    path = site / module.dest
+    path.write_bytes(older)
     result = runner.invoke(app, ["check", "--site-packages", str(site)])
-    assert result.exit_code == 1
+    assert result.exit_code == 1, result.output
+    assert f"pending   new file             {module.dest}" in result.output
     assert apply(site).exit_code == 0
-    assert old.read_bytes() == shipped_source(SHIPPED[0])
+    assert path.read_bytes() == shipped_source(module)
+    path.write_bytes(older)
+    result = runner.invoke(app, ["revert", "--site-packages", str(site)])
+    assert result.exit_code == 0, result.output
+    assert not path.exists()
+
+
+# Where a tree keeps its own version of a module: the file, and what
+# each command says of it.
+def _keep(data: bytes) -> bytes:
+    first, rest = data.split(b"\n", 1)
+    return first + b"\n# dflash2-backport: keep\n" + rest
+
+
+@pytest.mark.parametrize("how", ["changed after apply", "written by the fork"])
+def test_a_module_that_says_keep_is_left_as_it_is_by_every_command(
+    site: Path, how: str
+) -> None:
+    if how == "changed after apply":
+        assert apply(site).exit_code == 0
+        own = _keep(shipped_source(SHIPPED[0])) + b"\n# the fork's tweak\n"
+    else:
+        own = b"# SPDX-License-Identifier: Apache-2.0\n# dflash2-backport: keep\nX = 1\n"
+    (site / MODEL).parent.mkdir(parents=True, exist_ok=True)
+    (site / MODEL).write_bytes(own)
+    assert apply(site).exit_code == 0
+    before = snapshot(site)
+    check = runner.invoke(app, ["check", "--site-packages", str(site)])
+    assert check.exit_code == 0, check.output
+    (line,) = [x for x in check.output.splitlines() if MODEL in x]
+    assert line.split()[0] == "kept" and "dflash2-backport: keep" in line, line
+    assert check.output.splitlines()[-1].startswith("nothing to do")
+    document = json.loads(
+        runner.invoke(app, ["check", "--site-packages", str(site), "--json"]).output
+    )
+    assert {m["file"]: m["kept"] for m in document["modules"]}[MODEL] is True
+    assert apply(site).exit_code == 0
+    assert snapshot(site) == before
+    reverted = runner.invoke(app, ["revert", "--site-packages", str(site)])
+    assert reverted.exit_code == 0, reverted.output
+    assert (site / MODEL).read_bytes() == own
+    assert not (site / SPECULATOR).exists()
+
+
+def test_upstreams_modules_with_a_keep_line_are_not_taken_for_upstream_shipping_dflash2(
+    site: Path,
+) -> None:
+    for relative in (MODEL, SPECULATOR):
+        (site / relative).parent.mkdir(parents=True, exist_ok=True)
+        (site / relative).write_bytes(_keep(_upstream("0.28.0", relative)))
+    result = runner.invoke(app, ["check", "--site-packages", str(site)])
+    assert result.exit_code == 1, result.output
+    assert "ships DFlash2" not in result.output
+    kept = [x for x in result.output.splitlines() if x.split()[0] == "kept"]
+    assert len(kept) == 2, result.output
