@@ -7,6 +7,9 @@ Three files, one declaration each, all under the name draft-noise-salt.
 salt
     Right after the module-level `_TL_RAND_MIN = ...` it defines
     `_DRAFT_NOISE_SALT = tl.constexpr(1 << 30) if HAS_TRITON else (1 << 30)`.
+    That must be the name's only definition: another, anywhere in the
+    module (under an `if` too), is drift. 0.29.0's own, in that place, is
+    the same statement, and counts as the fix's.
 gumbel_block_argmax, _gumbel_sample_kernel, gumbel_sample
     Each must be 0.27.1's function, by meaning. Each takes a drafting flag
     (`IS_DRAFTING: tl.constexpr = False` for the Triton ones,
@@ -55,9 +58,10 @@ from __future__ import annotations
 import textwrap
 
 from .edit import Edit, Fix, Hunk, Judged, Role, drift, exactly_one
-from .names import Readers, module_bindings
-from .rewrites import judge_definition, judge_run
+from .names import Readers, binders
+from .rewrites import Run, judge_definition, judge_run
 from .source import Found, Source
+from .vocabulary import State
 
 SALT = "_DRAFT_NOISE_SALT"
 RAND_MIN_0271 = "_TL_RAND_MIN = tl.constexpr(4.6566127342e-10) if HAS_TRITON else 4.6566127342e-10\n"
@@ -419,9 +423,24 @@ def judge_gumbel(source: Source) -> dict[str, Judged]:
 
 def _salt(source: Source) -> Judged:
     judged = judge_run(source, source.module, SALT_HUNK, "`_TL_RAND_MIN = ...` at module level")
-    if judged.state.value != "pending" or SALT not in module_bindings(source.tree.body):
+    if judged.state is State.DRIFT:
         return judged
-    return drift(f"no `{SALT}` in the module yet, to define it", "one defined otherwise")
+    # The salt the fix defines (or 0.29.0's, the same statement by meaning,
+    # in its place) must be the only one: another definition, wherever it
+    # stands, would decide the stream a draft draws from in its stead.
+    ours = None
+    if judged.state is State.APPLIED:
+        assert isinstance(judged.site, Run)
+        ours = source.at(judged.site.more[-1]).node
+    others = [s for s in binders(source.tree, SALT) if s is not ours]
+    if not others:
+        return judged
+    other = others[0]
+    return drift(
+        f"no `{SALT}` in the module but the one the fix defines after `_TL_RAND_MIN = ...`",
+        f"{source.describe(other)} on line {other.lineno}, a definition the fix did not "
+        "write; take it out, and the fix defines the salt",
+    )
 
 
 def before_undo_gumbel(source: Source, to_undo: dict[str, Judged]) -> dict[str, Judged]:

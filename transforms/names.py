@@ -78,6 +78,57 @@ def module_bindings(statements: Sequence[ast.stmt]) -> dict[str, list[str]]:
     return found
 
 
+#: Expressions with scopes of their own (a comprehension's target is its own).
+_OWN_SCOPES = (ast.Lambda, ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+#: Nodes that bind the name they carry.
+_NAMED = (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)
+
+
+def binders(module: ast.Module, name: str) -> list[ast.stmt]:
+    """Every statement that binds `name` in the module's namespace, wherever
+    it stands: under an `if`, a `try`, a loop or a `with` too (unlike
+    `module_bindings`, which asks what exists whenever the module is
+    imported), and a function that declares it `global`. For a definition
+    that must be the only one."""
+    found: list[ast.stmt] = []
+
+    def visit(node: ast.AST, statement: ast.stmt) -> None:
+        if isinstance(node, ast.stmt):
+            statement = node
+        if isinstance(node, (ast.ClassDef, *FUNCTIONS)):
+            declares = isinstance(node, FUNCTIONS) and any(
+                isinstance(n, ast.Global) and name in n.names for n in ast.walk(node)
+            )
+            if node.name == name or declares:
+                found.append(node)
+            # Decorators, defaults and bases run in the module;
+            # the body is a scope of its own.
+            outside: list[ast.AST] = [*node.decorator_list]
+            if isinstance(node, ast.ClassDef):
+                outside += [*node.bases, *node.keywords]
+            if isinstance(node, FUNCTIONS):
+                outside += [*node.args.defaults, *(d for d in node.args.kw_defaults if d)]
+            for part in outside:
+                visit(part, statement)
+            return
+        if isinstance(node, _OWN_SCOPES):
+            return
+        binds = (
+            (isinstance(node, ast.Name) and node.id == name and not isinstance(node.ctx, ast.Load))
+            or (isinstance(node, ast.alias) and (node.asname or node.name.split(".")[0]) == name)
+            or (isinstance(node, _NAMED) and node.name == name)
+            or (isinstance(node, ast.MatchMapping) and node.rest == name)
+        )
+        if binds:
+            found.append(statement)
+        for child in ast.iter_child_nodes(node):
+            visit(child, statement)
+
+    for statement in module.body:
+        visit(statement, statement)
+    return found
+
+
 def may_bind(bindings: dict[str, list[str]], name: str) -> bool:
     """Whether `name` exists, counting a star import as possibly binding it."""
     return name in bindings or STAR in bindings
