@@ -495,8 +495,112 @@ def _options(
     """Backport DFlash2 speculative decoding to vLLM 0.27.1 (and 0.27.0)."""
 
 
+PROG = "dflash2-backport"
+# The commands a pre-commit hook or a deployment script runs many times.
+_PLAIN_COMMANDS = ("check", "apply", "revert")
+
+
+def _plain_call(argv: list[str]):
+    """(command, its arguments) for a command line that only names one of
+    _PLAIN_COMMANDS and options it declares, each once; else None.
+
+    Such a line is what hooks and scripts run over and over, and it needs no
+    parser: read against the command's own declarations here, it is answered
+    without building typer's command, which from typer 0.29 on imports
+    pydantic and builds a validator for every option, several times the cost
+    of answering a cached `check` (scripts/bench.py measures both). Anything
+    else (help, a typo, a missing value, another command) goes to typer."""
+    import inspect
+    from typing import get_type_hints
+
+    if not argv or argv[0] not in _PLAIN_COMMANDS:
+        return None
+    command = globals()[argv[0]]
+    options: dict[str, tuple[str, bool]] = {}  # "--root" -> ("root", takes a value)
+    for name, hint in get_type_hints(command, include_extras=True).items():
+        declared = [m for m in getattr(hint, "__metadata__", ()) if hasattr(m, "param_decls")]
+        if name == "return" or len(declared) != 1:
+            continue
+        info = declared[0]
+        # Declared under Annotated, the first spelling lands in `default`, and
+        # typer reads it from there.
+        first = (info.default,) if isinstance(info.default, str) else ()
+        for spelling in (*first, *(info.param_decls or ())):
+            options[spelling] = (name, hint.__origin__ is not bool)
+    arguments = {
+        name: parameter.default
+        for name, parameter in inspect.signature(command).parameters.items()
+    }
+    given: set[str] = set()
+    rest = iter(argv[1:])
+    for word in rest:
+        spelling, equals, value = word.partition("=")
+        if spelling not in options or spelling in given:
+            return None
+        given.add(spelling)
+        name, takes_value = options[spelling]
+        if not takes_value:
+            if equals:
+                return None
+            arguments[name] = True
+            continue
+        if not equals:
+            value = next(rest, None)
+            if value is None:
+                return None
+        arguments[name] = Path(value)
+    return command, arguments
+
+
+def _usage_errors() -> tuple[type, ...]:
+    """The usage error classes of the click that this typer uses: its own
+    copy from typer 0.28 on, click itself before."""
+    import importlib
+
+    found = []
+    for module in ("typer._click.exceptions", "click.exceptions"):
+        try:
+            found.append(importlib.import_module(module).UsageError)
+        except ImportError:
+            continue
+    return tuple(found)
+
+
+def usage_line(error, argv: list[str]) -> str:
+    """A usage error as one line: the command, what is wrong, what to do."""
+    context = getattr(error, "ctx", None)
+    where = context.command_path if context is not None else PROG
+    if where == PROG and argv and argv[0] in (
+        c.name or c.callback.__name__ for c in app.registered_commands
+    ):
+        # An option's missing value is reported against the group.
+        where = f"{PROG} {argv[0]}"
+    message = " ".join(error.format_message().split()).rstrip(".")
+    return (
+        f"{PROG}: error: `{where}`: {message}; run `{where} --help` to see what it takes"
+    )
+
+
 def main() -> None:
-    app(prog_name="dflash2-backport")
+    argv = sys.argv[1:]
+    plain = _plain_call(argv)
+    if plain is not None:
+        command, arguments = plain
+        try:
+            command(**arguments)
+        except typer.Exit as done:
+            sys.exit(done.exit_code)
+        sys.exit(0)
+    if not argv:
+        app(prog_name=PROG)  # the help, as click shows it with no command
+        return
+    try:
+        code = app(prog_name=PROG, standalone_mode=False)
+    except _usage_errors() as error:
+        print(usage_line(error, argv), file=sys.stderr)
+        sys.exit(2)
+    sys.exit(code if isinstance(code, int) else 0)
+
 
 
 if __name__ == "__main__":

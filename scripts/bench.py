@@ -18,6 +18,13 @@ default the last one before the edits were reshaped) exported with `git
 archive`, this checkout copied as it is (a venv per content, reused).
 
     make bench            # or: .venv/bin/python scripts/bench.py --runs 7
+
+Then the start-up cost of typer: a warm `check` of a patched tree, in venvs
+that hold this checkout with typer 0.28.0 and with the newest typer pip
+picks (0.29 and later import pydantic to parse options), each as the console
+script runs it (the plain command line, which skips typer's parser:
+cli._plain_call) and through typer's parser. `--only typer` runs this part
+alone.
 """
 
 from __future__ import annotations
@@ -143,6 +150,64 @@ def this_checkout() -> Path:
     return _install(home, fill)
 
 
+#: typer before it parsed options with pydantic; the other venv takes the
+#: newest typer pip picks.
+OLD_TYPER = "0.28.0"
+THROUGH_TYPER = (
+    "import sys; sys.argv[0] = 'dflash2-backport'\n"
+    "from dflash2_backport.cli import app\n"
+    "app(prog_name='dflash2-backport')\n"
+)
+
+
+def typer_venvs(checkout: Path) -> dict[str, Path]:
+    """typer version -> the python of a venv holding this checkout's tool and
+    that typer: the checkout's own venv (the newest typer) and a copy of it
+    with OLD_TYPER."""
+    pythons = {}
+    old = checkout.parent.parent.with_name(f"{checkout.parent.parent.name}-typer-{OLD_TYPER}")
+    if not (old / "bin" / "python").exists():
+        subprocess.run([sys.executable, "-m", "venv", str(old)], check=True)
+        source = checkout.parent.parent.parent / "source"
+        subprocess.run(
+            [str(old / "bin" / "python"), "-m", "pip", "install", "--quiet",
+             "--disable-pip-version-check", str(source), f"typer=={OLD_TYPER}"],
+            check=True, cwd=old,
+        )
+    for python in (checkout, old / "bin" / "python"):
+        version = subprocess.run(
+            [str(python), "-c", "from importlib.metadata import version; print(version('typer'))"],
+            check=True, capture_output=True, text=True,
+        ).stdout.strip()
+        pythons[version] = python
+    return pythons
+
+
+def typer_startup(checkout: Path, runs: int) -> None:
+    """Print a warm `check`'s wall time per typer version, both ways."""
+    pythons = typer_venvs(checkout)
+    with tempfile.TemporaryDirectory() as scratch_name:
+        scratch = Path(scratch_name)
+        site = make_site("0.27.1", scratch / "site")
+        cache = scratch / "warm"
+        tool = [str(checkout.with_name("dflash2-backport"))]
+        timed([*tool, "apply", "--site-packages", str(site)], 0, cache)
+        ways = {}
+        for version, python in pythons.items():
+            ways[f"typer {version}, console script"] = [str(python.with_name("dflash2-backport"))]
+            ways[f"typer {version}, through typer"] = [str(python), "-c", THROUGH_TYPER]
+        for command in ways.values():
+            timed([*command, "check", "--site-packages", str(site)], 0, cache)
+        samples: dict[str, list[float]] = {name: [] for name in ways}
+        for _ in range(runs):
+            for name, command in ways.items():
+                wall, _ = timed([*command, "check", "--site-packages", str(site)], 0, cache)
+                samples[name].append(wall)
+    print(f"check warm, patched: the tool's start-up by typer; median of {runs} fresh processes")
+    for name, walls in samples.items():
+        print(f"  {name:<40} {statistics.median(walls):6.3f} s wall")
+
+
 def measure(
     tool: list[str], pristine: Path, scratch: Path, run: int, fork: Path
 ) -> dict[str, tuple[float, float]]:
@@ -178,7 +243,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--before", default=BEFORE, help="the commit to compare with")
+    parser.add_argument("--only", choices=["typer"], help="run only this part")
     args = parser.parse_args()
+    if args.only == "typer":
+        typer_startup(this_checkout(), args.runs)
+        return
     pythons = {f"before ({args.before})": at_commit(args.before), "this checkout": this_checkout()}
     tools = {name: [str(python.with_name("dflash2-backport"))] for name, python in pythons.items()}
     # The floor runs on this checkout's venv: the same Python and libcst.
@@ -225,6 +294,8 @@ def main() -> None:
         print(f"  {label:<28} {cells[0]:>26} {cells[1]:>26}   {target}x {verdict}")
     # A report, not a test: the machine's load moves these figures.
     print("all targets met" if met else "some targets missed")
+    print()
+    typer_startup(pythons["this checkout"], args.runs)
 
 
 if __name__ == "__main__":
