@@ -14,7 +14,9 @@ loop
     `super().set_attn(model_state, kv_cache_config, block_tables,
     target_input_buffers, target_attn_groups)`, it inserts a loop over the
     draft's attention groups that turns `aot_schedule` off on every metadata
-    builder that has it on and serves a sliding-window KV-cache spec.
+    builder that has it on and serves a sliding-window KV-cache spec. It
+    must be all that sets `aot_schedule` in the module: other code that
+    sets it, wherever it stands, is drift.
 
 Why: 0.27.1's FlashAttention builder keeps FA3's AOT schedule on when the
 windowed drafter is the only FlashAttention user, or shares its window with
@@ -40,11 +42,14 @@ the module reads the name, that is drift: removing the import would break it.
 
 from __future__ import annotations
 
+import ast
+
 from .edit import Edit, Fix, Hunk, Judged, Role, applied, drift, exactly_one, pending
 from .meaning import same_meaning
-from .names import Readers, module_bindings, origin_words
-from .rewrites import judge_run, run_site
+from .names import Readers, attribute_setters, module_bindings, origin_words
+from .rewrites import Run, judge_run, run_site
 from .source import Source
+from .vocabulary import State
 
 SPECULATOR = "DFlashSpeculator"
 METHOD = "set_attn"
@@ -134,8 +139,25 @@ def _loop(source: Source) -> Judged:
     method = exactly_one(cls.defs(METHOD), f"one method {SPECULATOR}.{METHOD}")
     if isinstance(method, Judged):
         return method
-    return judge_run(
+    judged = judge_run(
         source, method, AOT_OFF, f"the `super().{METHOD}(...)` call in {SPECULATOR}.{METHOD}"
+    )
+    if judged.state is State.DRIFT:
+        return judged
+    # The loop must be all that sets the flag: any other setting, before the
+    # loop or after it, decides the schedule in its stead.
+    ours: set[int] = set()
+    if judged.state is State.APPLIED:
+        assert isinstance(judged.site, Run)
+        ours = {id(n) for n in ast.walk(source.at(judged.site.more[-1]).node)}
+    others = [s for s in attribute_setters(source.tree, "aot_schedule") if id(s) not in ours]
+    if not others:
+        return judged
+    other = others[0]
+    return drift(
+        "no code in the module but the fix's loop that sets `aot_schedule`",
+        f"{source.describe(other)} on line {other.lineno}, which the fix did not write; "
+        "take it out, and the fix turns the schedule off where it must be",
     )
 
 

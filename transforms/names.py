@@ -129,6 +129,37 @@ def binders(module: ast.Module, name: str) -> list[ast.stmt]:
     return found
 
 
+def attribute_setters(root: ast.AST, attribute: str) -> list[ast.stmt]:
+    """The statements under `root` that set or delete an attribute named
+    `attribute` on anything (`builder.aot_schedule = False`, `setattr(x,
+    "aot_schedule", v)`), each the innermost statement that does: for a
+    setting that must be a fix's alone."""
+    found: list[ast.stmt] = []
+
+    def sets(node: ast.AST) -> bool:
+        if isinstance(node, ast.Attribute):
+            return node.attr == attribute and not isinstance(node.ctx, ast.Load)
+        return (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("setattr", "delattr")
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and node.args[1].value == attribute
+        )
+
+    def visit(node: ast.AST, statement: ast.stmt | None) -> None:
+        if isinstance(node, ast.stmt):
+            statement = node
+        if statement is not None and sets(node):
+            found.append(statement)
+        for child in ast.iter_child_nodes(node):
+            visit(child, statement)
+
+    visit(root, None)
+    return found
+
+
 def may_bind(bindings: dict[str, list[str]], name: str) -> bool:
     """Whether `name` exists, counting a star import as possibly binding it."""
     return name in bindings or STAR in bindings
