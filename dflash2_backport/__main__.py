@@ -1,3 +1,15 @@
-from .cli import main
+"""`python -m dflash2_backport`, and the `dflash2-backport` command."""
 
-main()
+
+def main() -> None:
+    # Signals first: typer and the tool's modules take a while to import.
+    from . import interrupts
+
+    interrupts.stop_before_start()
+    from .cli import main as run
+
+    run()
+
+
+if __name__ == "__main__":
+    main()

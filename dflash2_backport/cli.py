@@ -232,14 +232,15 @@ def _execute(
     # Imported late: the checks above need no parser, and a target that
     # upstream already serves is answered without loading the judge.
     from . import recovery
-    from .commit import commit, intent_path, interrupted_message
+    from .commit import commit, intent_path, interrupted_command, interrupted_message
+    from .errors import Interrupted
     from .engine import finishing_plan as plan_to_finish
     from .engine import make_plan
     from .lock import TreeLock, timeout_from_environment, writer_active
     from .owned import Owned
     from .record import record_of
     from .safe_files import Tree
-    from .verdicts import Direction, EditSet
+    from .verdicts import EditSet
 
     edit_set = (
         EditSet.NONE if command == "revert" else EditSet.PR if only_pr else EditSet.ALL
@@ -269,8 +270,10 @@ def _execute(
             report.diff = unified(plan, modules_whole=diff_modules)
         return plan
 
-    def finishing_plan(direction: Direction):
-        return plan_to_finish(target.root, direction, owned, record_file)
+    def finishing_plan(intent):
+        return plan_to_finish(target.root, intent, owned, record_file)
+
+    options = _target_options(python, site_packages, root, force)
 
     if command == "check":
         # A dry run writes nothing, not even a lock file; it only says
@@ -284,41 +287,49 @@ def _execute(
                 )
         leftover = recovery.examine(target.root, owned, finishing_plan)
         if leftover is not None:
-            return outcome.failed(interrupted_message(target.root, leftover.intent))
+            return outcome.failed(interrupted_message(target.root, leftover.intent, options))
         plan = plan_now(notes)
         if plan.refused:
             return outcome.refused(command, plan)
-        return outcome.finished(
-            command, plan, [], options=_target_options(python, site_packages, root, force)
-        )
+        return outcome.finished(command, plan, [], options=options)
 
+    # What this run's commit wrote, and what finishing an interrupted one
+    # wrote: a signal that arrives after either (as the lock is let go, say)
+    # reports both.
     written: list[str] = []
-    with TreeLock(target.root, command) as lock:
-        lock.acquire(timeout_from_environment(), report.waiting)
-        leftover = recovery.examine(target.root, owned, finishing_plan)
-        if leftover is None:
-            recovery.sweep(target.root)
-        else:
-            recovery.clear(target.root, leftover)
-            interrupted = leftover.intent.command
-            finishing = leftover.finishing
-            if finishing is None:
-                notes += (f"an interrupted {interrupted} had not replaced any file yet; "
-                          "it was dropped",)
-            elif finishing.refused:
-                report.plan = finishing
-                return outcome.refused(interrupted, finishing)
+    completed: list[str] = []
+    try:
+        with TreeLock(target.root, command) as lock:
+            lock.acquire(timeout_from_environment(), report.waiting)
+            leftover = recovery.examine(target.root, owned, finishing_plan)
+            if leftover is None:
+                recovery.sweep(target.root)
             else:
-                completed = commit(target.root, interrupted, finishing.changes)
-                if not completed:
-                    recovery.forget(target.root)
-                notes += (f"finished an interrupted {interrupted}: "
-                          f"{len(completed)} file(s) completed",)
-        plan = plan_now(notes)
-        if plan.refused:
-            return outcome.refused(command, plan)
-        if plan.pending:
-            written = commit(target.root, command, plan.changes)
+                recovery.clear(target.root, leftover)
+                interrupted = interrupted_command(leftover.intent)
+                finishing = leftover.finishing
+                if finishing is None:
+                    notes += (f"an interrupted {interrupted} had not replaced any file "
+                              "yet; it was dropped",)
+                elif finishing.refused:
+                    report.plan = finishing
+                    return outcome.refused(leftover.intent.command, finishing)
+                else:
+                    completed = commit(target.root, leftover.intent.command,
+                                       finishing.changes, finishing.edit_set.value)
+                    if not completed:
+                        recovery.forget(target.root)
+                    notes += (f"finished an interrupted {interrupted}: "
+                              f"{len(completed)} file(s) completed",)
+            plan = plan_now(notes)
+            if plan.refused:
+                return outcome.refused(command, plan)
+            if plan.pending:
+                written = commit(target.root, command, plan.changes, edit_set.value)
+    except Interrupted as interruption:
+        if not interruption.written:
+            interruption.written = list(dict.fromkeys([*completed, *written]))
+        raise
     return outcome.finished(command, plan, written, fail_if_changed)
 
 
@@ -424,15 +435,19 @@ def _verify(python, json_output, gpu, target, draft, attention_backend) -> None:
             target, draft = checkpoint_dir(target, "--target"), checkpoint_dir(draft, "--draft")
         located = locate(None, None, python)
         interpreter = located.python or str(python or sys.executable)
+        # A hint repeats the interpreter as it was given.
+        options = ("--python", str(python)) if python is not None else ()
         if gpu:
-            from .gpu_verify import run_gpu
+            from .gpu_verify import hint, run_gpu
 
             verification = run_gpu(interpreter, target, draft, attention_backend)
         else:
-            from .verify import run
+            from .verify import hint, run
 
             verification = run(interpreter)
         from .verify import render
+
+        verification = dataclasses.replace(verification, hint=hint(options))
 
         raise typer.Exit(render(verification, interpreter, json_output))
     except (BackportError, Interrupted) as error:
@@ -600,7 +615,6 @@ def main() -> None:
         print(usage_line(error, argv), file=sys.stderr)
         sys.exit(2)
     sys.exit(code if isinstance(code, int) else 0)
-
 
 
 if __name__ == "__main__":

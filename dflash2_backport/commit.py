@@ -4,17 +4,23 @@ The way dpkg unpacks a package, in three steps:
 
 1. **Intent.** A record of every file to replace, create or remove, with
    the SHA-256 of its content before and after, is written to
-   `vllm/.dflash2-backport-intent.json` in phase "staging".
-2. **Staging.** Every new content goes to `.NAME.dflash2-backport-new`
+   `vllm/.dflash2-backport-intent.json` in phase "staging". It carries a
+   random nonce of the run's own.
+2. **Staging.** Every new content goes to `.NAME.NONCE.dflash2-backport-new`
    beside its file, created afresh (never over anything already there),
-   fsynced, with the owner and mode the file will keep. Then every file is
-   compared with the bytes the plan was made from; a difference (someone
-   edited it meanwhile) stops the commit here, and the staged files are
-   removed: nothing was written.
+   fsynced, with the owner and mode the file will keep. A name that carries
+   the nonce is the run's by construction: recovery removes what stands
+   there, whatever a kill left half-written, and nothing else. Then every
+   file is compared with the bytes the plan was made from; a difference
+   (someone edited it meanwhile) stops the commit here, and the staged
+   files are removed: nothing was written.
 3. **Commit.** The record moves to phase "committing", and each file is
    compared once more and then renamed into place (or removed), in the
    order of `layout.commit_rank`: any prefix of it is a working vLLM.
-   The record is removed last.
+   The record is removed last. A run acts on its record (drops it, rolls
+   back, removes it) only while the record on disk is still the one it
+   wrote: one that another run has replaced means that run took the commit
+   over, and what is on disk is then no longer this run's to undo.
 
 Every file is reached through descriptors of its directories opened
 without following links (`safe_files.Tree`), so a directory swapped for a
@@ -31,6 +37,7 @@ import hashlib
 import json
 import os
 import re
+import secrets
 import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -44,11 +51,16 @@ INTENT = "vllm/.dflash2-backport-intent.json"
 STAGED_SUFFIX = ".dflash2-backport-new"
 #: The record's first key. It also marks the record's own staged copy as
 #: the tool's, so that a copy left by a kill can be told from a planted file.
-FORMAT = "dflash2-backport intent 2"
-_SIGNATURE = b'{\n "format": "' + FORMAT.encode() + b'"'
+FORMAT = "dflash2-backport intent 3"
+#: Records of earlier versions of the tool, still finished or dropped: the
+#: second format had no nonce and no edit set, the first not even a format.
+_EARLIER_FORMATS = ("dflash2-backport intent 2",)
+_SIGNATURE = b'{\n "format": "dflash2-backport intent '
 #: No record of this tool's comes near this size.
 _RECORD_LIMIT = 1 << 20
 _DIGEST = re.compile(r"[0-9a-f]{64}")
+_NONCE = re.compile(r"[0-9a-f]{16}")
+_EDIT_SETS = ("all", "pr", "none")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,6 +91,13 @@ class Intent:
     directories: tuple[str, ...]
     pid: int
     tool: str | None = None
+    #: The edits the command leaves in the tree ("all", "pr", "none"), so
+    #: that the hint to finish it repeats the command as it was given.
+    #: None in the records of earlier versions.
+    edit_set: str | None = None
+    #: Marks this run's staged files. None in the records of earlier
+    #: versions, whose staged files had no mark.
+    nonce: str | None = None
 
     def encode(self) -> bytes:
         return json.dumps(
@@ -86,22 +105,32 @@ class Intent:
                 "format": FORMAT,
                 "tool": self.tool,
                 "command": self.command,
+                "edit_set": self.edit_set,
                 "phase": self.phase.value,
                 "pid": self.pid,
+                "nonce": self.nonce,
                 "directories": list(self.directories),
                 "steps": [dataclasses.asdict(step) for step in self.steps],
             },
             indent=1,
         ).encode()
 
+    def staged(self, relative: str) -> str:
+        """Where this commit stages the next content of `relative`."""
+        return staged_name(relative, self.nonce)
+
 
 def digest(data: bytes | None) -> str | None:
     return None if data is None else hashlib.sha256(data).hexdigest()
 
 
-def staged_name(relative: str) -> str:
+def staged_name(relative: str, nonce: str | None = None) -> str:
+    """The staged name of `relative`: with a run's nonce, that run's alone;
+    without one, the record's own copy (or a staged file of an earlier
+    version of the tool)."""
     directory, _, name = relative.rpartition("/")
-    return f"{directory}/.{name}{STAGED_SUFFIX}" if directory else f".{name}{STAGED_SUFFIX}"
+    staged = f".{name}.{nonce}{STAGED_SUFFIX}" if nonce else f".{name}{STAGED_SUFFIX}"
+    return f"{directory}/{staged}" if directory else staged
 
 
 def intent_path(root: Path) -> Path:
@@ -111,8 +140,9 @@ def intent_path(root: Path) -> Path:
 # -- the commit -----------------------------------------------------------------
 
 
-def commit(root: Path, command: str, changes: Sequence[Change]) -> list[str]:
-    """Write `changes` (already in commit order) all or not at all."""
+def commit(root: Path, command: str, changes: Sequence[Change], edit_set: str) -> list[str]:
+    """Write `changes` (already in commit order) all or not at all.
+    `edit_set` names the edits the command leaves ("all", "pr", "none")."""
     if not changes:
         return []
     paths = [c.path for c in changes]
@@ -125,6 +155,8 @@ def commit(root: Path, command: str, changes: Sequence[Change]) -> list[str]:
             _missing_directories(tree, changes),
             os.getpid(),
             __version__,
+            edit_set,
+            secrets.token_hex(8),
         )
         package = tree.lstat("vllm/__init__.py")
         new_file_mode = stat.S_IMODE(package.st_mode) if package else 0o644
@@ -146,11 +178,13 @@ class _Commit:
     #: Staged files this run created, so that only they are ever removed.
     staged: list[str] = dataclasses.field(default_factory=list)
     originals: dict[str, os.stat_result | None] = dataclasses.field(default_factory=dict)
+    #: The record as this run last wrote it; None before it has written one.
+    record: bytes | None = None
 
     def run(self) -> None:
         with interrupts.held_during_commit():
-            write_intent(self.tree, self.intent)
             try:
+                self._write_record(Phase.STAGING)
                 _make_directories(self.tree, self.intent.directories)
                 for change in self.changes:
                     self.originals[change.path] = (
@@ -160,46 +194,82 @@ class _Commit:
                         self._stage(change.path, change.after)
                 for change in self.changes:
                     _compare(self.tree, change)
+                self._write_record(Phase.COMMITTING)
             except _Changed as changed:
                 self._drop()
                 raise changed.refusal(written=False, kept=()) from None
             except BaseException:
                 self._drop()
                 raise
-            write_intent(self.tree, dataclasses.replace(self.intent, phase=Phase.COMMITTING))
             done: list[Change] = []
             try:
                 for change in self.changes:
                     _compare(self.tree, change)
-                    _put_in_place(self.tree, change)
-                    if change.after is not None:
-                        self.staged.remove(change.path)
+                    self._put_in_place(change)
                     done.append(change)
             except (_Changed, BackportError, OSError) as error:
+                if not self._record_is_ours():
+                    self._remove_staged()
+                    raise _taken_over(self.tree.root, error, done) from None
                 kept = self._roll_back(done)
                 self._drop()
                 if isinstance(error, _Changed):
                     raise error.refusal(written=True, kept=kept) from None
                 raise _failed_write(self.tree.root, error, kept) from None
             _sync_directories(self.tree, [c.path for c in self.changes])
-            remove_bytecode(self.tree, [c.path for c in self.changes if c.after is None])
-            remove_intent(self.tree)
+            # Stale bytecode of a removed module is never imported without
+            # its source, so a failure to remove it costs nothing but space.
+            try:
+                remove_bytecode(self.tree, [c.path for c in self.changes if c.after is None])
+            except (BackportError, OSError):
+                pass
+            if self._record_is_ours():
+                remove_intent(self.tree)
+
+    def _write_record(self, phase: Phase) -> None:
+        if self.record is not None and not self._record_is_ours():
+            raise _taken_over(self.tree.root, None, ())
+        intent = dataclasses.replace(self.intent, phase=phase)
+        write_intent(self.tree, intent)
+        self.record = intent.encode()
+
+    def _record_is_ours(self) -> bool:
+        try:
+            return self.record is not None and self.tree.read(
+                INTENT, limit=_RECORD_LIMIT
+            ) == self.record
+        except (BackportError, OSError):
+            return False
 
     def _stage(self, relative: str, data: bytes) -> None:
         original = self.originals[relative]
         owner = original if original is not None else os.fstat(self.tree.parent_of(relative)[0])
         mode = stat.S_IMODE(original.st_mode) if original is not None else self.new_file_mode
-        stage(self.tree, relative, data, owner, mode)
+        # stage() removes what it created when it fails; what a kill leaves
+        # carries this run's nonce in its name, and recovery removes it.
+        stage(self.tree, relative, data, owner, mode, self.intent.nonce)
         self.staged.append(relative)
 
-    def _drop(self) -> None:
+    def _put_in_place(self, change: Change) -> None:
+        _put_in_place(self.tree, change, self.intent.nonce)
+        if change.after is not None:
+            self.staged.remove(change.path)
+
+    def _remove_staged(self) -> None:
         for relative in self.staged:
-            directory, name = self.tree.parent_of(staged_name(relative))
+            directory, name = self.tree.parent_of(self.intent.staged(relative))
             try:
                 os.unlink(name, dir_fd=directory)
             except FileNotFoundError:
                 pass
         self.staged.clear()
+
+    def _drop(self) -> None:
+        """Undo a commit that renamed nothing: its staged files, the
+        directories it made, and its record, while that is still its own."""
+        self._remove_staged()
+        if self.record is None or not self._record_is_ours():
+            return  # before this run's record, or after another run's took its place
         for relative in reversed(self.intent.directories):
             _remove_empty_directory(self.tree, relative)
         remove_intent(self.tree)
@@ -208,7 +278,8 @@ class _Commit:
         """Put back what this commit replaced, newest first, and return the
         files it could not: each was rewritten after this run wrote it (by
         someone else: theirs now, not ours to undo), or its staged name was
-        taken meanwhile."""
+        taken meanwhile. Called only while this run's record is still the
+        one on disk, so no other run has committed over these files."""
         kept = []
         for change in reversed(done):
             try:
@@ -217,11 +288,11 @@ class _Commit:
                     continue
                 if change.before is None:
                     directory, name = self.tree.parent_of(change.path)
-                    os.unlink(name, dir_fd=directory)
+                    with self.tree.naming(change.path):
+                        os.unlink(name, dir_fd=directory)
                 else:
                     self._stage(change.path, change.before)
-                    _put_in_place(self.tree, Change(change.path, change.after, change.before))
-                    self.staged.remove(change.path)
+                    self._put_in_place(Change(change.path, change.after, change.before))
             except (BackportError, OSError):
                 kept.append(change.path)
         return tuple(reversed(kept))
@@ -279,6 +350,24 @@ def _not_put_back(kept: tuple[str, ...]) -> str:
     )
 
 
+def _taken_over(
+    root: Path, error: BaseException | None, done: Sequence[Change]
+) -> BackportError:
+    """This run's record was replaced while it committed: another run has
+    taken the commit over, and has finished it or is finishing it."""
+    cause = ""
+    if isinstance(error, OSError):
+        cause = f" ({error.filename or root}: {error.strerror})"
+    elif error is not None:
+        cause = f" ({error})"
+    return BackportError(
+        f"{root / INTENT}: no longer the record this run wrote{cause}: another "
+        "dflash2-backport run took the commit over after "
+        f"{len(done)} of this run's files were in place, so nothing was undone; run "
+        "`dflash2-backport check` on this target once no other run is at work"
+    )
+
+
 def _failed_write(root: Path, error: BaseException, kept: tuple[str, ...]) -> BackportError:
     if isinstance(error, BackportError):
         where = str(error).split("; nothing was written")[0]
@@ -315,7 +404,8 @@ def _make_directories(tree: Tree, directories: Iterable[str]) -> None:
     for relative in directories:
         parent, name = tree.parent_of(relative)
         info = os.fstat(parent)
-        os.mkdir(name, 0o700, dir_fd=parent)
+        with tree.naming(relative):
+            os.mkdir(name, 0o700, dir_fd=parent)
         descriptor = tree.directory(relative)
         os.fchmod(descriptor, stat.S_IMODE(info.st_mode))
         _chown_like(tree.root / relative, descriptor, info)
@@ -331,31 +421,41 @@ def _remove_empty_directory(tree: Tree, relative: str) -> None:
         pass  # not empty: something else lives there now
 
 
-def stage(tree: Tree, relative: str, data: bytes, owner: os.stat_result, mode: int) -> None:
+def stage(
+    tree: Tree,
+    relative: str,
+    data: bytes,
+    owner: os.stat_result,
+    mode: int,
+    nonce: str | None = None,
+) -> None:
     """Write `data` to a new file beside `relative`, owned like `owner`, with
     `mode`, and fsync it. Never opened over anything already there."""
-    directory, name = tree.parent_of(staged_name(relative))
+    staged = staged_name(relative, nonce)
+    directory, name = tree.parent_of(staged)
     try:
-        descriptor = os.open(
-            name,
-            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-            0o600,
-            dir_fd=directory,
-        )
+        with tree.naming(staged):
+            descriptor = os.open(
+                name,
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                0o600,
+                dir_fd=directory,
+            )
     except FileExistsError:
         raise BackportError(
-            f"{tree.root / staged_name(relative)}: a file this run did not stage stands "
+            f"{tree.root / staged}: a file this run did not stage stands "
             "where it stages its next version of "
             f"{Path(relative).name}; nothing was written; if it is not yours, remove it "
             "and run the command again"
         ) from None
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(descriptor, view):]
-        _chown_like(tree.root / relative, descriptor, owner)
-        os.fchmod(descriptor, mode)
-        os.fsync(descriptor)
+        with tree.naming(staged):
+            view = memoryview(data)
+            while view:
+                view = view[os.write(descriptor, view):]
+            _chown_like(tree.root / relative, descriptor, owner)
+            os.fchmod(descriptor, mode)
+            os.fsync(descriptor)
     except BaseException:
         # Created here, so ours to remove: a full disk leaves no half file.
         os.unlink(name, dir_fd=directory)
@@ -380,13 +480,14 @@ def _chown_like(path: Path, descriptor: int, reference: os.stat_result) -> None:
         ) from None
 
 
-def _put_in_place(tree: Tree, change: Change) -> None:
+def _put_in_place(tree: Tree, change: Change, nonce: str) -> None:
     directory, name = tree.parent_of(change.path)
-    if change.after is None:
-        os.unlink(name, dir_fd=directory)
-    else:
-        staged = staged_name(change.path).rpartition("/")[2]
-        os.replace(staged, name, src_dir_fd=directory, dst_dir_fd=directory)
+    with tree.naming(change.path):
+        if change.after is None:
+            os.unlink(name, dir_fd=directory)
+        else:
+            staged = staged_name(change.path, nonce).rpartition("/")[2]
+            os.replace(staged, name, src_dir_fd=directory, dst_dir_fd=directory)
 
 
 def _sync_directories(tree: Tree, paths: Iterable[str]) -> None:
@@ -410,7 +511,9 @@ def remove_bytecode(tree: Tree, removed: Iterable[str]) -> None:
         directory = relative.rpartition("/")[0]
         stem = relative.rpartition("/")[2].removesuffix(".py")
         cache = f"{directory}/__pycache__"
-        descriptor = tree.directory(cache)
+        info = tree.lstat(cache)
+        # Anything but a plain directory there holds no bytecode of ours.
+        descriptor = tree.directory(cache) if info and stat.S_ISDIR(info.st_mode) else None
         if descriptor is not None:
             for name in os.listdir(descriptor):
                 if name.startswith(f"{stem}.") and name.endswith(".pyc"):
@@ -434,16 +537,18 @@ def write_intent(tree: Tree, intent: Intent) -> None:
         drop_stale_record_copy(tree)
     package = os.fstat(directory)
     stage(tree, INTENT, intent.encode(), package, 0o644)
-    os.replace(
-        temporary.rpartition("/")[2], name, src_dir_fd=directory, dst_dir_fd=directory
-    )
+    with tree.naming(INTENT):
+        os.replace(
+            temporary.rpartition("/")[2], name, src_dir_fd=directory, dst_dir_fd=directory
+        )
     _fsync(directory)
 
 
 def remove_intent(tree: Tree) -> None:
     directory, name = tree.parent_of(INTENT)
     try:
-        os.unlink(name, dir_fd=directory)
+        with tree.naming(INTENT):
+            os.unlink(name, dir_fd=directory)
     except FileNotFoundError:
         return
     _fsync(directory)
@@ -461,7 +566,8 @@ def drop_stale_record_copy(tree: Tree) -> None:
     data = tree.read(temporary, limit=_RECORD_LIMIT)
     if data is not None and (data.startswith(_SIGNATURE) or _SIGNATURE.startswith(data)):
         directory, name = tree.parent_of(temporary)
-        os.unlink(name, dir_fd=directory)
+        with tree.naming(temporary):
+            os.unlink(name, dir_fd=directory)
 
 
 def read_intent(tree: Tree, owned: Owned) -> Intent | None:
@@ -490,14 +596,23 @@ def _decode(data: bytes, owned: Owned, where: Path) -> Intent:
         raise refuse("not a JSON object")
     # Records of the first format lack the two keys that name the format
     # and the tool; everything else is checked the same way.
+    current = raw.get("format") == FORMAT
+    if not current and raw.get("format", _EARLIER_FORMATS[0]) not in _EARLIER_FORMATS:
+        raise refuse(f"format {raw.get('format')!r}")
     known = {"format", "tool", "command", "phase", "pid", "directories", "steps"}
+    if current:
+        known |= {"edit_set", "nonce"}
     if set(raw) - known:
         raise refuse(f"unknown keys {sorted(set(raw) - known)}")
-    if raw.get("format", FORMAT) != FORMAT:
-        raise refuse(f"format {raw.get('format')!r}")
     command, phase = raw.get("command"), raw.get("phase")
     if command not in ("apply", "revert"):
         raise refuse(f"command {command!r}")
+    edit_set, nonce = raw.get("edit_set"), raw.get("nonce")
+    if current:
+        if not (isinstance(nonce, str) and _NONCE.fullmatch(nonce)):
+            raise refuse(f"nonce {nonce!r}")
+        if edit_set not in _EDIT_SETS or (edit_set == "none") != (command == "revert"):
+            raise refuse(f"edit set {edit_set!r} for {command}")
     if phase not in {p.value for p in Phase}:
         raise refuse(f"phase {phase!r}")
     if not isinstance(raw.get("pid"), int) or isinstance(raw.get("pid"), bool):
@@ -534,13 +649,21 @@ def _decode(data: bytes, owned: Owned, where: Path) -> Intent:
         if after is None and (command != "revert" or not owned.may_be_absent(path)):
             raise refuse(f"{path}: removed, which only a revert does to a module")
         parsed.append(Step(path, before, after))
-    return Intent(command, Phase(phase), tuple(parsed), tuple(directories), raw["pid"], tool)
+    return Intent(
+        command, Phase(phase), tuple(parsed), tuple(directories), raw["pid"], tool,
+        edit_set, nonce,
+    )
 
 
-def interrupted_message(root: Path, intent: Intent) -> str:
-    command = intent.command
+def interrupted_command(intent: Intent) -> str:
+    """The interrupted command as it was given, less its target options."""
+    return "apply --only-pr" if intent.edit_set == "pr" else intent.command
+
+
+def interrupted_message(root: Path, intent: Intent, options: Sequence[str] = ()) -> str:
+    command = interrupted_command(intent)
+    again = " ".join(["dflash2-backport", command, *options])
     return (
         f"{root}: a `dflash2-backport {command}` was interrupted while writing "
-        f"(record {Path(INTENT).name} in vllm/); run `dflash2-backport {command}` "
-        "on this target again to finish it"
+        f"(record {Path(INTENT).name} in vllm/); run `{again}` to finish it"
     )

@@ -12,7 +12,7 @@ import dataclasses
 from pathlib import Path
 
 from . import record
-from .commit import Change, digest, read_intent
+from .commit import Change, Intent, digest, read_intent
 from .installer import ModulePlan, plan_module_removal, plan_modules
 from .judge import JudgedFile, judge
 from .layout import commit_rank
@@ -172,14 +172,19 @@ def _changes(
 
 
 def finishing_plan(
-    root: Path, direction: Direction, owned: Owned, record_file: Path | None
+    root: Path, intent: Intent, owned: Owned, record_file: Path | None
 ) -> Plan:
     """The plan that finishes an interrupted commit (recovery.py checks it
-    against the commit's record). The record names the command, apply or
-    revert, but not the edit set an apply was making: of the plans an apply
-    could have made, the one that writes what the record says it was
-    writing is the one that finishes it."""
-    sets = (EditSet.NONE,) if direction is Direction.REVERT else (EditSet.ALL, EditSet.PR)
+    against the commit's record). The record names the edit set; one of an
+    earlier version names only the command, apply or revert: of the plans
+    an apply could have made, the one that writes what the record says it
+    was writing is the one that finishes it."""
+    if intent.edit_set is not None:
+        sets: tuple[EditSet, ...] = (EditSet(intent.edit_set),)
+    elif intent.command == "revert":
+        sets = (EditSet.NONE,)
+    else:
+        sets = (EditSet.ALL, EditSet.PR)
     first = None
     for edit_set in sets:
         plan = make_plan(root, need_changes=True, edit_set=edit_set, record_file=record_file)

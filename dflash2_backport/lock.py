@@ -18,6 +18,15 @@ Whoever can write `vllm/` can plant something at the lock's name. The file
 is opened through a descriptor of `vllm/` itself, never through a link, and
 taken only when it is a regular file with no other name: a hard link to a
 file elsewhere is refused, never truncated, written or chowned.
+
+The lock holds whenever `vllm/` can be written. `flock` needs no write
+access to the file, so a lock file this user cannot write (one root left
+behind when it was killed before giving it to the tree's owner, one made
+read-only, or another member's in a group-shared tree) is opened read-only
+and locked all the same; only its note of who holds it goes unwritten.
+There is nothing to serialise only where `vllm/` itself cannot be written:
+whoever runs there writes nothing. A lock file that cannot be opened at all
+in a writable `vllm/` stops the run, naming it.
 """
 
 from __future__ import annotations
@@ -25,10 +34,12 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import re
 import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 
 from . import interrupts
 from .errors import BackportError
@@ -52,12 +63,36 @@ def timeout_from_environment() -> float:
         ) from None
 
 
+_ANONYMOUS = "another dflash2-backport process"
+_NOTE = re.compile(r"pid (\d+) on (\S+) ")
+
+
 def _holder(descriptor: int) -> str:
+    """Who holds the lock, from its note. A holder that could not write the
+    file leaves an earlier holder's note there: one naming a process of this
+    host that has exited is not the holder's."""
     try:
         text = os.pread(descriptor, 512, 0).decode("utf-8", "replace").strip()
     except OSError:
         text = ""
-    return text or "another dflash2-backport process"
+    note = _NOTE.match(text)
+    if note is None:
+        return _ANONYMOUS
+    import socket
+
+    if note[2] == socket.gethostname() and not _alive(int(note[1])):
+        return _ANONYMOUS
+    return text
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _refuse_planted(path: Path, info: os.stat_result) -> None:
@@ -82,6 +117,8 @@ class TreeLock:
         self._tree = Tree(root)
         self._directory: int | None = None
         self._descriptor: int | None = None
+        #: Whether the lock file was opened for writing (its note with it).
+        self._writable = False
 
     def acquire(self, timeout: float, on_wait: Callable[[str], None]) -> None:
         deadline = time.monotonic() + timeout
@@ -106,8 +143,8 @@ class TreeLock:
                 announced = True
             time.sleep(delay)
             delay = min(delay * 2, 0.25)
-        if self._descriptor is None:
-            return  # read-only tree: nothing to serialise
+        if self._descriptor is None or not self._writable:
+            return  # nothing to serialise, or a lock file this user may only read
         import socket
 
         note = (
@@ -158,34 +195,60 @@ class TreeLock:
             self._tree.close()
 
     def _open(self) -> int | None:
-        """The lock file, or None where this user cannot write to vllm/ at all:
-        there nobody like this process can write either, so there is nothing
-        to serialise, and an `apply` with nothing left to do still succeeds
-        (a launch script on a read-only image, say)."""
+        """The lock file, or None where this user cannot write to vllm/ at
+        all: there nobody like this process can write either, so there is
+        nothing to serialise, and an `apply` with nothing left to do still
+        succeeds (a launch script on a read-only image, say)."""
+        flags = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
         try:
             descriptor = os.open(
-                LOCK_NAME,
-                os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                0o644,
-                dir_fd=self._directory,
+                LOCK_NAME, os.O_RDWR | os.O_CREAT | flags, 0o644, dir_fd=self._directory
             )
+            self._writable = True
         except OSError as error:
-            if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-                return None
-            if error.errno == errno.ELOOP:
-                _refuse_planted(self.path, os.stat(LOCK_NAME, dir_fd=self._directory,
-                                                   follow_symlinks=False))
-            raise BackportError(
-                f"{self.path}: cannot create the lock file ({error.strerror}); "
-                "nothing was written; run as a user who may write to vllm/"
-            ) from None
+            if error.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+                self._refuse(error)
+            # flock needs no write access: a lock file this user can only
+            # read locks as well as any.
+            try:
+                descriptor = os.open(LOCK_NAME, os.O_RDONLY | flags, dir_fd=self._directory)
+            except FileNotFoundError:
+                if not self._directory_writable():
+                    return None
+                self._refuse(error)
+            except OSError as second:
+                if second.errno in (errno.EACCES, errno.EPERM) and not self._directory_writable():
+                    return None
+                self._refuse(second)
+            self._writable = False
         try:
             _refuse_planted(self.path, os.fstat(descriptor))
-            _match_directory_owner(descriptor, self._directory)
+            if self._writable:
+                _match_directory_owner(descriptor, self._directory)
         except BaseException:
             os.close(descriptor)
             raise
         return descriptor
+
+    def _directory_writable(self) -> bool:
+        return os.access(".", os.W_OK, dir_fd=self._directory, effective_ids=True)
+
+    def _refuse(self, error: OSError) -> NoReturn:
+        if error.errno in (errno.ELOOP, errno.EISDIR):
+            _refuse_planted(
+                self.path, os.stat(LOCK_NAME, dir_fd=self._directory, follow_symlinks=False)
+            )
+        if self._directory_writable():
+            raise BackportError(
+                f"{self.path}: cannot be opened ({error.strerror}), though "
+                f"{self.path.parent} is writable, so this run could not keep others "
+                "out; nothing was written; once no dflash2-backport run is at work "
+                "on this tree, remove the lock file and run the command again"
+            ) from None
+        raise BackportError(
+            f"{self.path}: cannot be created ({error.strerror}); nothing was written; "
+            f"run as a user who may write to {self.path.parent}"
+        ) from None
 
     def _still_ours(self, descriptor: int) -> bool:
         try:

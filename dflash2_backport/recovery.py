@@ -15,13 +15,18 @@ check, not an instruction:
 
 Anything else stops the run with exit 2, naming the record, before anything
 is touched. Staged files are removed only at the names derived from the
-record's checked paths, and only when their content is one the record
-names; the record's own staged copy only when it carries its signature.
+record's checked paths and its nonce: a name that carries the nonce is the
+interrupted run's by construction, so whatever it holds (a kill may have
+left it empty or half-written) is removed, and a file at any other name is
+never touched. A record of an earlier version of the tool has no nonce; its
+staged files are removed only when their content is one the record names.
+The record's own staged copy is removed only when it carries its signature.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import errno
 import os
 import stat
 from collections.abc import Callable
@@ -37,12 +42,10 @@ from .commit import (
     read_intent,
     remove_bytecode,
     remove_intent,
-    staged_name,
 )
 from .errors import BackportError
 from .owned import Owned
 from .safe_files import Tree
-from .verdicts import Direction
 
 if TYPE_CHECKING:
     from .engine import Plan
@@ -55,12 +58,8 @@ class Leftover:
     finishing: Plan | None
 
 
-def _direction(command: str) -> Direction:
-    return Direction.REVERT if command == "revert" else Direction.APPLY
-
-
 def examine(
-    root: Path, owned: Owned, plan_for: Callable[[Direction], Plan]
+    root: Path, owned: Owned, plan_for: Callable[[Intent], Plan]
 ) -> Leftover | None:
     """The interrupted commit, checked; None when there is none. Reads only."""
     where = root / INTENT
@@ -79,7 +78,7 @@ def examine(
             )
     if intent.phase is Phase.STAGING:
         return Leftover(intent, None)
-    finishing = plan_for(_direction(intent.command))
+    finishing = plan_for(intent)
     if finishing.refused:
         return Leftover(intent, finishing)
     planned = {change.path: digest(change.after) for change in finishing.changes}
@@ -103,12 +102,16 @@ def clear(root: Path, leftover: Leftover) -> None:
     intent = leftover.intent
     with Tree(root) as tree:
         for step in intent.steps:
-            staged = staged_name(step.path)
+            staged = intent.staged(step.path)
             info = tree.lstat(staged)
-            if info is None or not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
-                continue  # not the tool's: staging over it refuses, naming it
-            if digest(tree.read(staged)) in (step.before, step.after):
-                directory, name = tree.parent_of(staged)
+            if info is None or not stat.S_ISREG(info.st_mode):
+                continue  # nothing staged, or not what the tool makes there
+            if intent.nonce is None and (
+                info.st_nlink != 1 or digest(tree.read(staged)) not in (step.before, step.after)
+            ):
+                continue  # at an unmarked name, only a content of the record's is the tool's
+            directory, name = tree.parent_of(staged)
+            with tree.naming(staged):
                 os.unlink(name, dir_fd=directory)
         if intent.phase is Phase.STAGING:
             for relative in reversed(intent.directories):
@@ -125,9 +128,15 @@ def clear(root: Path, leftover: Leftover) -> None:
 
 
 def sweep(root: Path) -> None:
-    """With no record: only the record's own staged copy can be the tool's."""
+    """With no record: only the record's own staged copy can be the tool's.
+    Where this user may not remove it, it is left: such a user writes
+    nothing here either, and a run with work to do refuses as it stages."""
     with Tree(root) as tree:
-        drop_stale_record_copy(tree)
+        try:
+            drop_stale_record_copy(tree)
+        except OSError as error:
+            if error.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+                raise
 
 
 def forget(root: Path) -> None:

@@ -11,11 +11,13 @@ way to it) is refused with the path named.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import io
 import os
 import stat
 import tokenize
+from collections.abc import Iterator
 from pathlib import Path
 from typing import NoReturn
 
@@ -178,10 +180,11 @@ class Tree:
             return None
         except OSError as error:
             self._refuse(directory, name, relative, error, expected="a regular file")
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode):
+            os.close(descriptor)
+            raise kind_refusal(self.root / relative, info.st_mode)
         with os.fdopen(descriptor, "rb") as handle:
-            info = os.fstat(handle.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                raise kind_refusal(self.root / relative, info.st_mode)
             data = handle.read(-1 if limit is None else limit + 1)
             if limit is not None and len(data) > limit:
                 raise BackportError(
@@ -189,6 +192,17 @@ class Tree:
                     "this tool's is; nothing was written; remove it if it is not yours"
                 )
             return data
+
+    @contextlib.contextmanager
+    def naming(self, relative: str) -> Iterator[None]:
+        """Give an error of a call made through a directory descriptor the
+        path in full: the kernel only knows the single name it was given."""
+        try:
+            yield
+        except OSError as error:
+            error.filename = str(self.root / relative)
+            error.filename2 = None
+            raise
 
     def refuse_unless_regular(self, relative: str, info: os.stat_result) -> None:
         """Refuse, by path, what lstat found at an owned file's place when it

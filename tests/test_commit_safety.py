@@ -19,7 +19,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults import KILL, append_to, install_hook, run_tool, signal_self
+from tests.faults import (
+    EVERY_WRITE,
+    KILL,
+    TORN,
+    append_to,
+    install_hook,
+    run_tool,
+    signal_self,
+    start_tool,
+)
 from tests.trees import INSTALLED, TARGETS, make_site, snapshot
 
 pytestmark = pytest.mark.wheels
@@ -129,62 +138,98 @@ def _restore(site: Path, files: dict[str, bytes]) -> None:
         (site / relative).write_bytes(data)
 
 
-# -- SIGKILL at every replacement and removal ------------------------------------------
+# -- SIGKILL at every write ------------------------------------------------------------
+
+#: (the command, the tree it starts from, the tree it leaves).
+SWEEPS = [
+    (["apply"], "pristine", "applied"),
+    (["revert"], "applied", "pristine"),
+    (["apply", "--only-pr"], "applied", "only_pr"),
+    (["apply"], "only_pr", "applied"),
+]
 
 
-@pytest.mark.parametrize("command", ["apply", "revert"])
-def test_a_kill_at_any_write_leaves_a_working_tree_and_the_next_run_finishes(
-    trees: dict, command: str, tmp_path: Path
-) -> None:
-    site, pristine, applied = trees["site"], trees["pristine"], trees["applied"]
-    start, goal = (pristine, applied) if command == "apply" else (applied, pristine)
-    args = [command, "--site-packages", str(site)]
-    kill_points = broken_points = 0
-    for at in range(1, 100):
-        _restore(site, start)
-        killed = run_tool(args, hook=trees["hook"], root=site, at=at, act=KILL)
-        if killed.returncode == 0:
-            break  # fewer writes than `at`: every point has been tried
-        assert killed.returncode == -signal.SIGKILL, killed.stderr
-        kill_points += 1
-        problems = broken(site, pristine, applied)
-        finished = run_tool(args)
-        assert finished.returncode == 0, finished.stderr
-        if problems or snapshot(site) != goal or leftovers(site):
-            broken_points += 1
-            print(f"kill point {at}: {problems} {leftovers(site)}")
-    print(f"{command}: {broken_points} broken of {kill_points} kill points")
-    assert kill_points >= 10
-    assert broken_points == 0
-
-
-@pytest.mark.parametrize(
-    "args, start, goal",
-    [(["apply", "--only-pr"], "applied", "only_pr"), (["apply"], "only_pr", "applied")],
-    ids=["apply --only-pr", "apply after --only-pr"],
-)
-def test_a_kill_at_any_write_while_switching_sets_leaves_a_working_tree_and_the_next_run_finishes(
-    trees: dict, args: list[str], start: str, goal: str
-) -> None:
+def counted_calls(trees: dict, args: list[str], start: str, log: Path) -> list[tuple[int, str]]:
+    """Every call of `args` that creates, fills, replaces or removes
+    something in the tree, numbered as the fault hook counts them."""
     site = trees["site"]
-    args = [*args, "--site-packages", str(site)]
-    kill_points = broken_points = 0
-    for at in range(1, 100):
+    _restore(site, trees[start])
+    log.unlink(missing_ok=True)
+    traced = run_tool(args, hook=trees["hook"], root=site, act="", log=log, ops=EVERY_WRITE)
+    assert traced.returncode == 0, traced.stderr
+    return [
+        (int(number), operation)
+        for number, operation, *_ in (line.split(" ") for line in log.read_text().splitlines())
+        if number != "-"
+    ]
+
+
+@pytest.mark.parametrize("command, start, goal", SWEEPS,
+                         ids=["apply", "revert", "apply --only-pr", "apply after --only-pr"])
+def test_a_kill_at_any_write_torn_or_not_leaves_a_working_tree_and_the_next_run_finishes(
+    trees: dict, command: list[str], start: str, goal: str, tmp_path: Path
+) -> None:
+    """Killed before each call that creates, fills, replaces or removes a
+    file (the staged files' creation and writing included), and half-way
+    through each write: the tree works as it stands, and the same command
+    run again finishes the job, leaving nothing of the tool's behind."""
+    site = trees["site"]
+    args = [*command, "--site-packages", str(site)]
+    calls = counted_calls(trees, args, start, tmp_path / "calls.log")
+    operations = {operation for _, operation in calls}
+    assert {"create", "write", "replace"} <= operations, operations
+    kills = [(at, KILL) for at, _ in calls] + [(at, TORN) for at, op in calls if op == "write"]
+    wrong = []
+    for at, act in kills:
         _restore(site, trees[start])
-        killed = run_tool(args, hook=trees["hook"], root=site, at=at, act=KILL)
-        if killed.returncode == 0:
-            break  # fewer writes than `at`: every point has been tried
-        assert killed.returncode == -signal.SIGKILL, killed.stderr
-        kill_points += 1
+        killed = run_tool(args, hook=trees["hook"], root=site, at=at, act=act, ops=EVERY_WRITE)
+        assert killed.returncode == -signal.SIGKILL, (at, killed.stderr)
         problems = broken(site, trees["pristine"], trees["applied"], trees["only_pr"])
         finished = run_tool(args)
-        assert finished.returncode == 0, finished.stderr
-        if problems or snapshot(site) != trees[goal] or leftovers(site):
-            broken_points += 1
-            print(f"kill point {at}: {problems} {leftovers(site)}")
-    print(f"{args[:2]}: {broken_points} broken of {kill_points} kill points")
-    assert kill_points >= 4
-    assert broken_points == 0
+        if finished.returncode != 0 or problems or snapshot(site) != trees[goal] \
+                or leftovers(site):
+            wrong.append((at, "torn" if act == TORN else "kill", problems,
+                          finished.stderr.strip()[-300:], leftovers(site)))
+    print(f"{command}: {len(wrong)} wrong of {len(kills)} kills")
+    assert len(kills) >= 40
+    assert wrong == []
+
+
+def test_a_run_killed_while_it_finishes_a_killed_run_is_finished_by_the_next(
+    trees: dict, tmp_path: Path
+) -> None:
+    """A double crash: `apply` killed half-way through writing a staged
+    file, then the `apply` that finishes it killed in turn at each of its
+    own writes, torn or not; a third `apply` leaves the patched tree."""
+    site = trees["site"]
+    args = ["apply", "--site-packages", str(site)]
+    first = next(at for at, op in counted_calls(trees, args, "pristine", tmp_path / "a.log")
+                 if op == "write" and at > 6)
+
+    def crash_once() -> None:
+        _restore(site, trees["pristine"])
+        killed = run_tool(args, hook=trees["hook"], root=site, at=first, act=TORN,
+                          ops=EVERY_WRITE)
+        assert killed.returncode == -signal.SIGKILL, killed.stderr
+
+    crash_once()
+    log = tmp_path / "b.log"
+    traced = run_tool(args, hook=trees["hook"], root=site, act="", log=log, ops=EVERY_WRITE)
+    assert traced.returncode == 0, traced.stderr
+    second = [int(line.split(" ")[0]) for line in log.read_text().splitlines()
+              if line.split(" ")[1] == "write"]
+    wrong = []
+    for at in second:
+        crash_once()
+        again = run_tool(args, hook=trees["hook"], root=site, at=at, act=TORN, ops=EVERY_WRITE)
+        assert again.returncode == -signal.SIGKILL, (at, again.stderr)
+        problems = broken(site, trees["pristine"], trees["applied"])
+        finished = run_tool(args)
+        if finished.returncode != 0 or problems or snapshot(site) != trees["applied"] \
+                or leftovers(site):
+            wrong.append((at, problems, finished.stderr.strip()[-300:], leftovers(site)))
+    assert len(second) >= 10
+    assert wrong == []
 
 
 def test_an_interrupted_apply_only_pr_is_finished_by_a_plain_apply(trees: dict) -> None:
@@ -257,6 +302,30 @@ def test_ctrl_c_while_planning_writes_nothing_and_says_so(trees: dict) -> None:
     assert "Traceback" not in result.stderr
     assert snapshot(site) == trees["pristine"]
     assert leftovers(site) == []
+
+
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("module", ["typer", "dflash2_backport.cli"])
+@pytest.mark.parametrize("command", ["check", "apply", "revert"])
+def test_a_signal_while_the_command_line_loads_stops_with_one_line_and_writes_nothing(
+    trees: dict, command: str, module: str, name: str
+) -> None:
+    """The first tenth of a second goes to importing typer and the tool:
+    Ctrl-C there is a clean stop, as it is later, not a traceback."""
+    site = trees["site"]
+    for as_json in (False, True):
+        args = [command, "--site-packages", str(site), *(["--json"] if as_json else [])]
+        result = run_tool(args, hook=trees["hook"], root=site, on_import=module,
+                          act=signal_self(name))
+        assert result.returncode == 2, result.stdout + result.stderr
+        assert "Traceback" not in result.stderr + result.stdout
+        message = f"interrupted by {name}; nothing was written"
+        if as_json:
+            document = json.loads(result.stdout)
+            assert (document["action"], document["message"]) == ("interrupted", message)
+        else:
+            assert result.stderr.strip().splitlines() == [f"dflash2-backport: {message}"]
+    assert snapshot(site) == trees["pristine"]
 
 
 # -- compare before replace --------------------------------------------------------
@@ -633,3 +702,210 @@ def test_a_sigterm_early_in_the_commit_leaves_no_lock_file(trees: dict, at: int)
     assert result.returncode == 2, result.stdout + result.stderr
     assert "SIGTERM" in result.stderr
     assert leftovers(site) == []
+
+
+# -- a live writer, staged names, and the record's edges ----------------------------------
+
+
+def _pause_at(marker: Path, seconds: float) -> str:
+    return f"open({str(marker)!r}, 'w').close(); __import__('time').sleep({seconds})"
+
+
+def test_a_second_apply_started_during_a_live_commit_waits_and_finds_nothing_to_do(
+    trees: dict, tmp_path: Path
+) -> None:
+    """The holder finishes its commit before it lets go of the lock: the
+    second run must read the record only once it holds the lock itself."""
+    site = trees["site"]
+    marker = tmp_path / "paused"
+    holder = start_tool(
+        ["apply", "--site-packages", str(site)], hook=trees["hook"], root=site, at=4,
+        act=_pause_at(marker, 4), ops="replace",
+    )
+    deadline = time.monotonic() + 60
+    while not marker.exists():
+        assert holder.poll() is None and time.monotonic() < deadline, holder.communicate()
+        time.sleep(0.05)
+    assert json.loads((site / RECORD).read_bytes())["phase"] == "committing"
+    second = run_tool(["apply", "--site-packages", str(site)])
+    assert holder.wait(timeout=120) == 0, holder.communicate()
+    assert second.returncode == 0, second.stderr
+    assert "nothing to do" in second.stdout
+    assert snapshot(site) == trees["applied"]
+
+
+def _staged_files(site: Path) -> list[Path]:
+    return sorted(p for p in site.rglob(".*.dflash2-backport-new"))
+
+
+def test_recovery_removes_what_the_killed_run_staged_whatever_it_holds_and_nothing_else(
+    trees: dict, tmp_path: Path
+) -> None:
+    site = trees["site"]
+    args = ["apply", "--site-packages", str(site)]
+    calls = counted_calls(trees, args, "pristine", tmp_path / "calls.log")
+    torn_at = [at for at, op in calls if op == "write"][4]
+    _restore(site, trees["pristine"])
+    killed = run_tool(args, hook=trees["hook"], root=site, at=torn_at, act=TORN, ops=EVERY_WRITE)
+    assert killed.returncode == -signal.SIGKILL
+    assert json.loads((site / RECORD).read_bytes())["phase"] == "staging"
+    torn = _staged_files(site)
+    assert torn, "the kill left no staged file"
+    registry = site / REGISTRY
+    users = [
+        registry.with_name(".registry.py.dflash2-backport-new"),  # the unmarked name
+        registry.with_name(".registry.py.0123456789abcdef.dflash2-backport-new"),  # another run's
+    ]
+    for path in users:
+        path.write_bytes(b"a user's file\n")
+    result = run_tool(args)
+    assert result.returncode == 0, result.stderr
+    assert [p for p in torn if p.exists()] == []
+    assert all(p.read_bytes() == b"a user's file\n" for p in users)
+    for path in users:
+        path.unlink()
+    assert snapshot(site) == trees["applied"]
+
+
+def test_check_and_apply_agree_on_a_file_at_an_unmarked_staged_name(trees: dict) -> None:
+    site = trees["site"]
+    planted = site / f"{Path(REGISTRY).parent}/.registry.py.dflash2-backport-new"
+    planted.write_bytes(b"mine\n")
+    check = run_tool(["check", "--site-packages", str(site)])
+    assert check.returncode == 1, check.stderr
+    apply = run_tool(["apply", "--site-packages", str(site)])
+    assert apply.returncode == 0, apply.stderr
+    assert planted.read_bytes() == b"mine\n"
+
+
+def test_a_users_file_at_the_records_staged_name_is_kept_and_named(trees: dict) -> None:
+    site = trees["site"]
+    planted = site / "vllm/..dflash2-backport-intent.json.dflash2-backport-new"
+    planted.write_bytes(b"my notes, not a record\n")
+    result = run_tool(["apply", "--site-packages", str(site)])
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"{planted}:" in result.stderr and "nothing was written" in result.stderr
+    assert planted.read_bytes() == b"my notes, not a record\n"
+    planted.unlink()
+    assert snapshot(site) == trees["pristine"]
+
+
+NO_SPACE = "raise OSError(28, 'No space left on device')"
+
+
+@pytest.mark.parametrize("args, start", [(["apply"], "pristine"), (["revert"], "applied"),
+                                         (["apply", "--only-pr"], "applied")],
+                         ids=["apply", "revert", "apply --only-pr"])
+def test_a_full_disk_as_the_committing_record_is_written_leaves_nothing_behind(
+    trees: dict, args: list[str], start: str
+) -> None:
+    site = trees["site"]
+    _restore(site, trees[start])
+    result = run_tool(
+        [*args, "--site-packages", str(site)], hook=trees["hook"], root=site, at=2,
+        match=".dflash2-backport-intent.json.dflash2-backport-new", ops="write", act=NO_SPACE,
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert "No space left on device" in line and "nothing was written" in line
+    assert leftovers(site) == []
+    assert snapshot(site) == trees[start]
+
+
+def test_a_full_disk_while_staging_names_the_staged_file_with_its_directory(trees: dict) -> None:
+    site = trees["site"]
+    result = run_tool(
+        ["apply", "--site-packages", str(site)], hook=trees["hook"], root=site, at=1,
+        match=".dflash2-backport-new", ops="write", act=NO_SPACE,
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert f"{site / 'vllm'}/." in line and "No space left on device" in line, line
+    assert snapshot(site) == trees["pristine"] and leftovers(site) == []
+
+
+def test_a_signal_as_the_lock_is_let_go_reports_every_file_written(trees: dict) -> None:
+    site = trees["site"]
+    result = run_tool(
+        ["apply", "--site-packages", str(site), "--json"], hook=trees["hook"], root=site,
+        at=1, match=".dflash2-backport.lock", ops="unlink", act=signal_self("SIGTERM"),
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    document = json.loads(result.stdout)
+    assert document["action"] == "interrupted"
+    written = {p for p, data in trees["applied"].items() if trees["pristine"].get(p) != data}
+    assert set(document["changed_files"]) == written and len(written) == 16
+    assert snapshot(site) == trees["applied"]
+
+
+def test_a_symlinked_bytecode_cache_beside_a_removed_module_is_left_and_the_revert_done(
+    trees: dict, tmp_path: Path
+) -> None:
+    site = trees["site"]
+    _restore(site, trees["applied"])
+    elsewhere = tmp_path / "shared-cache"
+    elsewhere.mkdir()
+    bytecode = elsewhere / "qwen3_dflash2.cpython-311.pyc"
+    bytecode.write_bytes(b"\x00pyc")
+    (site / INSTALLED[0]).parent.joinpath("__pycache__").symlink_to(elsewhere)
+    result = run_tool(["revert", "--site-packages", str(site), "--json"])
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert len(json.loads(result.stdout)["changed_files"]) == 16
+    assert bytecode.read_bytes() == b"\x00pyc"
+    assert not (site / RECORD).exists() and leftovers(site) == []
+    assert {p: d for p, d in snapshot(site).items()} == trees["pristine"]
+    again = run_tool(["apply", "--site-packages", str(site)])
+    assert again.returncode == 0, again.stderr
+
+
+def test_a_directory_at_the_records_name_is_named_as_one(trees: dict) -> None:
+    site = trees["site"]
+    (site / RECORD).mkdir()
+    for command in ("check", "apply"):
+        result = run_tool([command, "--site-packages", str(site)])
+        assert result.returncode == 2, result.stdout + result.stderr
+        (line,) = result.stderr.strip().splitlines()
+        assert f"{site / RECORD}: is a directory" in line, line
+
+
+def test_the_hint_after_an_interrupted_apply_only_pr_repeats_the_edit_set_and_target(
+    trees: dict,
+) -> None:
+    site = trees["site"]
+    _restore(site, trees["applied"])
+    killed = run_tool(["apply", "--only-pr", "--site-packages", str(site)],
+                      hook=trees["hook"], root=site, at=4, act=KILL)
+    assert killed.returncode == -signal.SIGKILL
+    check = run_tool(["check", "--site-packages", str(site)])
+    assert check.returncode == 2
+    assert f"run `dflash2-backport apply --only-pr --site-packages {site}` to finish it" \
+        in check.stderr, check.stderr
+    finished = run_tool(["apply", "--only-pr", "--site-packages", str(site)])
+    assert finished.returncode == 0, finished.stderr
+    assert "finished an interrupted apply --only-pr" in finished.stdout
+    assert snapshot(site) == trees["only_pr"]
+
+
+@pytest.mark.parametrize("start", ["applied", "pristine"])
+def test_a_read_only_tree_with_a_stale_copy_of_the_record_still_answers(
+    trees: dict, start: str
+) -> None:
+    site = trees["site"]
+    _restore(site, trees[start])
+    stale = site / "vllm/..dflash2-backport-intent.json.dflash2-backport-new"
+    stale.write_bytes(b'{\n "format": "dflash2-')  # a write cut short
+    directories = [p for p in [site, *site.rglob("*")] if p.is_dir()]
+    for directory in directories:
+        directory.chmod(0o555)
+    try:
+        result = _as_unprivileged(["apply", "--site-packages", str(site)])
+    finally:
+        for directory in directories:
+            directory.chmod(0o755)
+    if start == "applied":
+        assert result.returncode == 0, result.stderr
+        assert "nothing to do" in result.stdout
+    else:
+        assert result.returncode == 2
+        assert "read-only; nothing was written" in result.stderr
+    assert stale.exists()

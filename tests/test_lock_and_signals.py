@@ -11,6 +11,7 @@ import fcntl
 import os
 import re
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -115,3 +116,76 @@ def test_an_in_process_run_gives_the_callers_signal_handlers_back(
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def _refusing_to_write(monkeypatch: pytest.MonkeyPatch, also_reading: bool = False) -> None:
+    """Opening the lock file for writing fails as it does for a user who
+    may write vllm/ but not that file (and, with `also_reading`, for one
+    who may not even read it)."""
+    real = os.open
+
+    def open_(path, flags, *args, **kwargs):
+        if path == ".dflash2-backport.lock" and (also_reading or flags & os.O_RDWR):
+            raise PermissionError(errno.EACCES, "Permission denied", path)
+        return real(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", open_)
+
+
+def test_a_lock_file_this_user_may_only_read_still_keeps_a_second_writer_out(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lock_path(tree).write_text("")
+    first = TreeLock(tree, "apply")
+    _refusing_to_write(monkeypatch)
+    first.acquire(1, lambda _: None)
+    try:
+        assert first._descriptor is not None, "no lock taken: nothing keeps others out"
+        with pytest.raises(BackportError, match="gave up"):
+            TreeLock(tree, "apply").acquire(0.3, lambda _: None)
+    finally:
+        first.release()
+    assert not lock_path(tree).exists()
+
+
+def test_a_lock_file_that_cannot_be_opened_in_a_writable_tree_stops_the_run_naming_it(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lock_path(tree).write_text("")
+    _refusing_to_write(monkeypatch, also_reading=True)
+    with pytest.raises(BackportError) as refused:
+        TreeLock(tree, "apply").acquire(1, lambda _: None)
+    message = str(refused.value)
+    assert message.startswith(f"{lock_path(tree)}: cannot be opened (Permission denied)")
+    assert "nothing was written" in message and "remove the lock file" in message
+    assert lock_path(tree).exists()
+
+
+def test_a_directory_at_the_lock_name_is_named_and_its_removal_advised(tree: Path) -> None:
+    lock_path(tree).mkdir()
+    with pytest.raises(BackportError) as refused:
+        TreeLock(tree, "apply").acquire(1, lambda _: None)
+    message = str(refused.value)
+    assert message.startswith(f"{lock_path(tree)}: is a directory, not this tool's lock file")
+    assert "remove it" in message and "may write to" not in message
+
+
+def test_a_stale_note_of_an_exited_process_is_not_named_as_the_holder(tree: Path) -> None:
+    import socket
+
+    exited = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                            capture_output=True, text=True).stdout.strip()
+    lock_path(tree).write_text(
+        f"pid {exited} on {socket.gethostname()} (dflash2-backport apply, since 00:00:00)\n"
+    )
+    holder = TreeLock(tree, "apply")
+    _waiting = []
+    descriptor = os.open(lock_path(tree), os.O_RDONLY)
+    fcntl.flock(descriptor, fcntl.LOCK_EX)
+    try:
+        with pytest.raises(BackportError) as refused:
+            holder.acquire(0.2, _waiting.append)
+    finally:
+        os.close(descriptor)
+    assert f"pid {exited}" not in str(refused.value)
+    assert "waiting for another dflash2-backport process" in _waiting[0]

@@ -206,6 +206,50 @@ def test_a_forged_intent_record_is_refused_and_nothing_is_touched(
     assert tree_state(site) == tree_before
 
 
+def _one_flaw(genuine: dict, victim: Path, site: Path, flaw: str) -> dict:
+    record = json.loads(json.dumps(genuine))
+    step = record["steps"][0]
+    if flaw == "a path outside the tree":
+        step["path"] = os.path.relpath(victim, site)
+    elif flaw == "an absolute path":
+        step["path"] = str(victim)
+    elif flaw == "a nonce that is not one":
+        record["nonce"] = "../" + record["nonce"][3:]
+    elif flaw == "an unknown key":
+        record["then"] = "rm -rf /"
+    elif flaw == "an unknown format":
+        record["format"] = "dflash2-backport intent 9"
+    return record
+
+
+#: (the flaw, the reason the refusal must give): each forgery is a genuine
+#: record with this one flaw, so no later check can be what refuses it.
+SINGLE_FLAWS = [
+    ("a path outside the tree", "path '{relative}' is not one of the files this tool writes"),
+    ("an absolute path", "path '{absolute}' is not one of the files this tool writes"),
+    ("a nonce that is not one", "nonce '"),
+    ("an unknown key", "unknown keys ['then']"),
+    ("an unknown format", "format 'dflash2-backport intent 9'"),
+]
+
+
+@pytest.mark.parametrize("flaw, reason", SINGLE_FLAWS, ids=[f[0] for f in SINGLE_FLAWS])
+def test_a_record_with_one_flaw_is_refused_for_that_flaw(
+    site: Path, tmp_path: Path, genuine_record: dict, flaw: str, reason: str
+) -> None:
+    victim = _outside(tmp_path, "file")
+    plant(site / RECORD, json.dumps(_one_flaw(genuine_record, victim, site, flaw)).encode())
+    victim_before = fingerprint(victim)
+    tree_before = tree_state(site)
+    result = run_as_root(site)
+    assert result.returncode == 2, result.stdout + result.stderr
+    expected = reason.format(relative=os.path.relpath(victim, site), absolute=victim)
+    assert f"{site / RECORD}: not a record this tool wrote ({expected}" in result.stderr, \
+        result.stderr
+    assert fingerprint(victim) == victim_before
+    assert tree_state(site) == tree_before
+
+
 def test_a_forged_record_is_reported_by_check_without_touching_anything(
     site: Path, tmp_path: Path, genuine_record: dict
 ) -> None:
@@ -250,10 +294,10 @@ def test_a_link_at_the_lock_is_refused_and_what_it_names_kept(
 
 
 @pytest.mark.parametrize("command", ["apply", "revert"])
-def test_a_fifo_at_a_staged_name_is_refused_at_once(site: Path, command: str) -> None:
+def test_a_fifo_at_the_records_staged_name_is_refused_at_once(site: Path, command: str) -> None:
     if command == "revert":
         assert run_as_root(site, "apply").returncode == 0
-    fifo = site / f"{Path(REGISTRY).parent}/.registry.py.dflash2-backport-new"
+    fifo = site / "vllm/..dflash2-backport-intent.json.dflash2-backport-new"
     os.mkfifo(fifo)
     os.lchown(fifo, *ATTACKER)
     before = tree_state(site)
@@ -263,13 +307,25 @@ def test_a_fifo_at_a_staged_name_is_refused_at_once(site: Path, command: str) ->
     assert tree_state(site) == before
 
 
-def test_a_regular_file_at_a_staged_name_is_not_the_tools_to_remove(site: Path) -> None:
-    planted = plant(site / f"{Path(GUMBEL).parent}/.gumbel.py.dflash2-backport-new", b"mine\n")
-    before = tree_state(site)
-    result = run_as_root(site)
-    assert result.returncode == 2, result.stdout + result.stderr
-    assert f"{planted}:" in result.stderr
-    assert tree_state(site) == before
+@pytest.mark.parametrize("command", ["apply", "revert"])
+@pytest.mark.parametrize("kind", ["FIFO", "file"])
+def test_what_stands_at_an_unmarked_staged_name_is_neither_opened_nor_removed(
+    site: Path, command: str, kind: str
+) -> None:
+    """A run stages under names that carry its own nonce, so nothing planted
+    beforehand can be at one; what is at the unmarked name is not the tool's."""
+    if command == "revert":
+        assert run_as_root(site, "apply").returncode == 0
+    planted = site / f"{Path(GUMBEL).parent}/.gumbel.py.dflash2-backport-new"
+    if kind == "FIFO":
+        os.mkfifo(planted)
+        os.lchown(planted, *ATTACKER)
+    else:
+        plant(planted, b"mine\n")
+    before = fingerprint(planted)
+    result = run_as_root(site, command)  # the run's timeout fails a hang
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert fingerprint(planted) == before
 
 
 def test_a_user_file_named_like_a_staged_file_survives_a_run(site: Path) -> None:
