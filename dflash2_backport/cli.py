@@ -8,6 +8,7 @@ every check passed); 1 `check` found edits pending, or `apply
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -103,6 +104,11 @@ OnlyPr = Annotated[
         "fixes are left out, and undone where present",
     ),
 ]
+# The check hook's entry gives it: the hint then names the pre-commit command
+# that runs the apply hook, since pre-commit's users do not have this tool on
+# PATH.
+FromPreCommit = Annotated[bool, typer.Option("--from-pre-commit", hidden=True)]
+PRE_COMMIT_FIX = "pre-commit run --hook-stage manual dflash2-backport-apply --all-files"
 OnlyPrCheck = Annotated[
     bool,
     typer.Option(
@@ -142,12 +148,15 @@ def check(
     json_output: Json = False,
     force: ForceCheck = False,
     only_pr: OnlyPrCheck = False,
+    from_pre_commit: FromPreCommit = False,
 ) -> None:
     """Dry run of apply: report each edit's state; exit 0 done, 1 pending, 2 refused."""
-    raise typer.Exit(
-        _run("check", site_packages, root, diff, json_output, force, python=python,
-             diff_modules=diff_modules, only_pr=only_pr)
-    )
+    from .outcome import fixed_by
+
+    with fixed_by(PRE_COMMIT_FIX if from_pre_commit else None):
+        code = _run("check", site_packages, root, diff, json_output, force, python=python,
+                    diff_modules=diff_modules, only_pr=only_pr)
+    raise typer.Exit(code)
 
 
 @app.command()

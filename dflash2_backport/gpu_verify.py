@@ -29,8 +29,16 @@ GPU_PROBES = Path(__file__).resolve().with_name("gpu_probes.py")
 # for longer.
 TIMEOUT = 900
 ENGINE_TIMEOUT = 840
-HINT = ("`dflash2-backport verify` (on the CPU) and `check` say whether the "
-        "backport is in place")
+def hint(options: tuple[str, ...] = ()) -> str:
+    """What to do when a check fails, with the options that named the vLLM."""
+    import shlex
+
+    return (f"`{shlex.join(['dflash2-backport', 'verify', *options])}` (on the CPU) and "
+            f"`{shlex.join(['dflash2-backport', 'check', *options])}` say whether the "
+            "backport is in place")
+
+
+HINT = hint()
 
 
 def checkpoint_dir(path: Path, option: str) -> Path:

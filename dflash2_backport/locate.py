@@ -81,20 +81,13 @@ def ask(python: str | os.PathLike | None = None) -> Found:
     """Ask `python` (default: the interpreter running this tool) where vllm is."""
     # Imported here: a target given by path never asks, and a cached `check`
     # should not pay for them.
-    import shutil
     import subprocess
     import tempfile
 
     executable = str(python) if python is not None else sys.executable
     shown = str(python) if python is not None else executable
-    if python is not None and os.sep not in executable:
-        # A bare name (`--python python3`) means the one on PATH, as in a shell.
-        executable = shutil.which(executable) or executable
-    if python is not None and not Path(executable).exists():
-        raise BackportError(
-            f"{executable}: no such interpreter; pass --python the path of the "
-            "Python that runs vLLM (e.g. /opt/venv/bin/python)"
-        )
+    if python is not None:
+        executable = _interpreter_path(executable, shown)
     with tempfile.TemporaryDirectory(prefix="dflash2-backport-") as cwd:
         try:
             done = subprocess.run(
@@ -116,11 +109,7 @@ def ask(python: str | os.PathLike | None = None) -> Found:
             ) from None
     answer = _parse(done.stdout)
     if done.returncode != 0 or answer is None:
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise BackportError(
-            f"{shown}: could not ask it where vllm is ({last}); pass --python a "
-            "Python 3 interpreter"
-        )
+        raise BackportError(_no_answer(shown, done.stderr))
     dist = answer.get("dist") or {}
     return Found(
         python=answer.get("executable") or executable,
@@ -129,6 +118,49 @@ def ask(python: str | os.PathLike | None = None) -> Found:
         version=dist.get("version"),
         editable=is_editable(dist.get("direct_url")),
     )
+
+
+def _interpreter_path(given: str, shown: str) -> str:
+    """The absolute path of the interpreter `--python` names: a bare name
+    (`python3`) is the one on PATH, as in a shell; any other path is taken
+    from the current directory, since the interpreter runs in another."""
+    import shutil
+
+    path = shutil.which(given) if os.sep not in given else None
+    path = os.path.abspath(path or given)
+    if os.path.isdir(path):
+        inside = next(
+            (os.path.join(shown, "bin", name) for name in ("python", "python3")
+             if os.path.isfile(os.path.join(path, "bin", name))),
+            None,
+        )
+        hint = (f"pass --python {inside}" if inside
+                else "pass --python the Python interpreter that runs vLLM, not a directory")
+        raise BackportError(f"{shown}: a directory, not an interpreter; {hint}")
+    if not os.path.exists(path):
+        raise BackportError(
+            f"{shown}: no such interpreter; pass --python the path of the Python that "
+            "runs vLLM (in its environment, `python -c 'import sys; "
+            "print(sys.executable)'` prints it)"
+        )
+    return path
+
+
+def _no_answer(shown: str, stderr: str) -> str:
+    """Why an interpreter gave no answer, in one line of bounded length."""
+    import re
+
+    if "Traceback (most recent call last)" not in stderr and not re.search(
+        r"^\w*Error\b", stderr, flags=re.MULTILINE
+    ):
+        # Not Python: what it printed is about our query, not about vLLM.
+        return (f"{shown}: not a Python interpreter (it did not answer as one); "
+                "pass --python the Python that runs vLLM")
+    last = " ".join((stderr.strip().splitlines() or ["no output"])[-1].split())
+    if len(last) > 160:
+        last = last[:157] + "..."
+    return (f"{shown}: could not ask it where vllm is ({last}); pass --python the "
+            "Python 3 interpreter that runs vLLM")
 
 
 def _parse(stdout: str) -> dict | None:

@@ -7,6 +7,7 @@ nothing (left) to do, or done; 1 `check` found work pending, or `apply
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
 import os
@@ -47,7 +48,36 @@ class Outcome:
         return self.action in (Action.ERROR, Action.INTERRUPTED)
 
 
+# What to do, for refusals raised where only the file is known.
+_WHAT_TO_DO = {
+    ": read-only; nothing was written": "give this user write access to it (or run as "
+    "its owner), then run the command again",
+    ": directory is read-only; nothing was written": "give this user write access to "
+    "it (or run as its owner), then run the command again",
+}
+
+#: The command that makes pending edits, where it is not this tool's own
+#: `apply` (see `fixed_by`).
+_fix_command: str | None = None
+
+
+@contextlib.contextmanager
+def fixed_by(command: str | None):
+    """Within this block, a pending `check` names `command` as the one that
+    makes the edits: a pre-commit hook's user has pre-commit, not this tool,
+    on PATH."""
+    global _fix_command
+    previous, _fix_command = _fix_command, command
+    try:
+        yield
+    finally:
+        _fix_command = previous
+
+
 def failed(message: str) -> Outcome:
+    for ending, to_do in _WHAT_TO_DO.items():
+        if message.endswith(ending):
+            message = f"{message}; {to_do}"
     return Outcome(Action.ERROR, 2, message)
 
 
@@ -154,7 +184,7 @@ def finished(
         record = plan.record.relative_to(plan.root)
     if command == "check":
         only_pr = ("--only-pr",) if plan.edit_set is EditSet.PR else ()
-        hint = shlex.join(["dflash2-backport", "apply", *only_pr, *options])
+        hint = _fix_command or shlex.join(["dflash2-backport", "apply", *only_pr, *options])
         held = plan.holds
         # A tree that holds the other edit set is said so: switching sets
         # is an `apply` of the set wanted, nothing more.

@@ -302,6 +302,8 @@ def observe_registry() -> dict:
             seen[arch] = None
             continue
         cls = ModelRegistry._try_load_model_cls(arch)
+        if cls is None:
+            raise RuntimeError(_why_not_loaded(ModelRegistry, arch))
         seen[arch] = {
             "module": cls.__module__,
             "class": cls.__qualname__,
@@ -309,6 +311,22 @@ def observe_registry() -> dict:
             "file": getattr(sys.modules.get(cls.__module__), "__file__", None),
         }
     return seen
+
+
+def _why_not_loaded(registry, arch: str) -> str:
+    """vLLM's registry logs why an architecture's class did not load and
+    returns None; the load, made again, says which module failed and how."""
+    entry = getattr(registry, "models", {}).get(arch)
+    where = ".".join(
+        filter(None, (getattr(entry, "module_name", None), getattr(entry, "class_name", None)))
+    ) or "its class"
+    load = getattr(entry, "load_model_cls", None)
+    try:
+        if load is not None:
+            load()
+    except Exception as error:  # noqa: BLE001 -- the failure is the observation
+        return f"{arch} is registered, but loading {where} failed: {describe(error)}"
+    return f"{arch} is registered, but vLLM could not load {where}"
 
 
 def observe_resolution(models: dict, drafts: list) -> dict:

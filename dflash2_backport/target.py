@@ -232,10 +232,14 @@ def triage(target: Target, force: bool) -> Verdict:
     if target.kind is not TargetKind.SITE_PACKAGES or force:
         return Verdict(Triage.PATCH)
     if target.version is None:
+        import shlex
+
         return Verdict(
             Triage.REFUSE,
-            f"{target.root}: no vllm-*.dist-info found, so the vLLM version is unknown; "
-            "pass --force to rely on the structural checks alone",
+            f"{target.root}: no vllm-*.dist-info here, so this is no installed vLLM; "
+            f"for a source tree, pass --root {shlex.quote(str(target.root))} instead; for "
+            "an install whose metadata is lost, add --force to rely on the structural "
+            "checks alone",
         )
     parsed = release(target.version)
     if parsed is not None and parsed[:2] == SUPPORTED_SERIES:

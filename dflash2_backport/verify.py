@@ -71,11 +71,18 @@ class Verification:
     # A line on what ran, under the header (the GPU and the checkpoints).
     context: str = ""
     # What to do when a check fails.
-    hint: str = "run `dflash2-backport apply` on this vLLM, then verify again"
+    hint: str = "run `dflash2-backport apply`, then verify again"
 
     @property
     def passed(self) -> bool:
         return bool(self.checks) and all(check.ok for check in self.checks)
+
+
+def hint(options: tuple[str, ...] = ()) -> str:
+    """What to do when a check fails, with the options that named the vLLM."""
+    import shlex
+
+    return f"run `{shlex.join(['dflash2-backport', 'apply', *options])}`, then verify again"
 
 
 def write_platform_plugin(directory: Path) -> Path:

@@ -147,7 +147,7 @@ BAD = {
     "no such interpreter": (lambda tmp: ["--python", tmp / "nope" / "python"],
                             ["no such interpreter", "--python"]),
     "not an interpreter": (lambda tmp: ["--python", "/bin/false"],
-                           ["could not ask it", "--python"]),
+                           ["not a Python interpreter", "--python"]),
     "two ways to name vLLM": (lambda tmp: ["--python", sys.executable, "--root", tmp],
                               ["give one of", "--python", "--root"]),
 }

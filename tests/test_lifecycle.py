@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -266,12 +267,16 @@ def _shared_pre_commit_home(tmp_path_factory: pytest.TempPathFactory):
     shutil.rmtree(home, ignore_errors=True)
 
 
-def test_pre_commit_check_fails_on_a_pristine_tree_and_apply_fixes_it(fork: Path) -> None:
+def test_pre_commit_check_fails_on_a_pristine_tree_and_its_hint_fixes_it(fork: Path) -> None:
     check = _pre_commit(fork, "run", "--all-files", "dflash2-backport-check")
     assert check.returncode == 1, check.stdout + check.stderr
     assert "pending" in check.stdout and "registry" in check.stdout
+    # The hint, run as printed: the apply hook, through pre-commit.
+    (hint,) = re.findall(r"; run `([^`]+)`", check.stdout)
+    words = shlex.split(hint)
+    assert words[:2] == ["pre-commit", "run"], hint
 
-    first = _pre_commit(fork, "run", "--all-files", "--hook-stage", "manual", "dflash2-backport-apply")
+    first = _pre_commit(fork, *words[1:])
     assert first.returncode == 1, first.stdout + first.stderr
     assert "files were modified by this hook" in first.stdout or "Failed" in first.stdout
     second = _pre_commit(fork, "run", "--all-files", "--hook-stage", "manual", "dflash2-backport-apply")
