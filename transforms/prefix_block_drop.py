@@ -5,6 +5,8 @@ Target: class `Scheduler` in vllm/v1/core/sched/scheduler.py, four hunks.
 drop flag
     In `__init__`, right after `self.use_eagle = False`, it sets
     `self.use_eagle_block_drop = False`.
+    With the arm's below, that must be all that sets the flag in the
+    module: other code that sets it, wherever it stands, is drift.
 drop decided by the method
     In `__init__`, the arm `if speculative_config.use_eagle():` (setting
     `self.use_eagle = True` and the lookahead) also sets
@@ -41,12 +43,17 @@ Reverted, each statement is 0.27.1's again.
 
 from __future__ import annotations
 
-from .edit import Edit, Fix, Hunk, Judged, Role, exactly_one
-from .rewrites import judge_run
+import ast
+
+from .edit import Edit, Fix, Hunk, Judged, Role, drift, exactly_one
+from .names import attribute_setters
+from .rewrites import Run, judge_run
 from .source import Found, Source
+from .vocabulary import State
 
 SCHEDULER = "Scheduler"
-FLAG = "self.use_eagle_block_drop"
+ATTRIBUTE = "use_eagle_block_drop"
+FLAG = f"self.{ATTRIBUTE}"
 FLAG_0271 = "self.use_eagle = False\n"
 ARM_0271 = """\
 if speculative_config.use_eagle():
@@ -142,12 +149,36 @@ def judge(source: Source) -> dict[str, Judged]:
             return method
         return judge_run(source, method, hunk, f"{what} in {SCHEDULER}.{method.name}", deep=deep)
 
-    return {
+    judged = {
         FLAG_INIT.name: run(init, FLAG_INIT, f"`{FLAG_0271.strip()}`", False),
         DECIDED.name: run(init, DECIDED, "the `if speculative_config.use_eagle():` arm", True),
         MANAGER.name: run(init, MANAGER, "the `KVCacheManager(...)` built", False),
         BACK_OFF.name: run(split, BACK_OFF, "the `if self.use_eagle:` back-off", True),
     }
+    other = _set_otherwise(source, judged)
+    if other is not None and judged[FLAG_INIT.name].state is not State.DRIFT:
+        judged[FLAG_INIT.name] = drift(
+            f"no code in the module but the fix's that sets `{FLAG}`",
+            f"{source.describe(other)} on line {other.lineno}, which the fix did not "
+            "write; take it out, and the fix sets the flag",
+        )
+    return judged
+
+
+def _set_otherwise(source: Source, judged: dict[str, Judged]) -> ast.stmt | None:
+    """The first statement that sets the flag and is not the fix's: the
+    fix's two settings (the default, the arm's) must be all there is, or
+    another decides whether the block is dropped in their stead."""
+    ours: set[int] = set()
+    for hunk in (FLAG_INIT, DECIDED):
+        found = judged[hunk.name]
+        if found.state is State.APPLIED:
+            assert isinstance(found.site, Run)
+            # The run's last statement: the default's line, or the whole arm.
+            last = found.site.more[-1] if found.site.more else found.site.path
+            ours.update(id(n) for n in ast.walk(source.at(last).node))
+    others = [s for s in attribute_setters(source.tree, ATTRIBUTE) if id(s) not in ours]
+    return others[0] if others else None
 
 
 PREFIX_BLOCK_DROP = Edit(

@@ -110,7 +110,8 @@ COSMETIC = {
         "target_input_buffers, target_attn_groups)\n",
     ),
     "a comment above the super call stays with it": both(
-        "        super().set_attn(\n", "        # The base class builds the groups.\n        super().set_attn(\n"
+        "        super().set_attn(\n",
+        "        # The base class builds the groups.\n        super().set_attn(\n",
     ),
     "the imports around it regrouped": both(
         "from vllm.v1.attention.backends.utils import PAD_SLOT_ID\n",
@@ -172,17 +173,25 @@ DRIFT = {
         "'self.builder.aot_schedule = True' on line 49, which the fix did not write",
     ),
     "the schedule set through setattr": (
-        swap(PENDING, SUPER_CALL_END, SUPER_CALL_END + '        setattr(self.builder, "aot_schedule", True)\n'),
+        swap(
+            PENDING,
+            SUPER_CALL_END,
+            SUPER_CALL_END + '        setattr(self.builder, "aot_schedule", True)\n',
+        ),
         AOT_OFF.name,
         "'setattr(self.builder, \"aot_schedule\", True)' on line 28",
     ),
     "the super call passes other arguments": (
-        swap(PENDING, "            target_attn_groups,\n        )\n", "            [],\n        )\n"),
+        swap(PENDING, SUPER_CALL_END, "            [],\n        )\n"),
         AOT_OFF.name,
         "as vLLM 0.27.1 has it, or as the fix leaves it, found none",
     ),
     "no super call": (
-        swap(PENDING, "        super().set_attn(\n", "        DraftModelSpeculator.set_attn(\n            self,\n"),
+        swap(
+            PENDING,
+            "        super().set_attn(\n",
+            "        DraftModelSpeculator.set_attn(\n            self,\n",
+        ),
         AOT_OFF.name,
         "as vLLM 0.27.1 has it, or as the fix leaves it, found none",
     ),
@@ -192,7 +201,11 @@ DRIFT = {
         "expected one method DFlashSpeculator.set_attn, found 2 of them",
     ),
     "the name imported from elsewhere": (
-        swap(PENDING, "import torch\n", "import torch\nfrom windows import get_kv_cache_spec_sliding_window\n"),
+        swap(
+            PENDING,
+            "import torch\n",
+            "import torch\nfrom windows import get_kv_cache_spec_sliding_window\n",
+        ),
         IMPORT.name,
         "it bound to `windows.get_kv_cache_spec_sliding_window`",
     ),
@@ -211,7 +224,9 @@ def test_the_hunks_are_the_declared_ones() -> None:
 @pytest.mark.parametrize(
     "before,after", [(PENDING, APPLIED), *COSMETIC.values()], ids=["0.27.1", *COSMETIC]
 )
-def test_pending_code_is_patched_then_left_alone_and_reverted_exactly(before: str, after: str) -> None:
+def test_pending_code_is_patched_then_left_alone_and_reverted_exactly(
+    before: str, after: str
+) -> None:
     assert_patched(DraftAotSchedule, before, after)
     assert set(verdicts(DraftAotSchedule, before).values()) == {State.PENDING}
     assert set(verdicts(DraftAotSchedule, after).values()) == {State.APPLIED}

@@ -146,11 +146,16 @@ GUMBEL_DRIFT = {
         "'_DRAFT_NOISE_SALT = 1 << 16'",
     ),
     "the fix's salt, and a function that sets it": (
-        APPLIED + "\n\ndef reseed(salt):\n    global _DRAFT_NOISE_SALT\n    _DRAFT_NOISE_SALT = salt\n",
+        APPLIED
+        + "\n\ndef reseed(salt):\n    global _DRAFT_NOISE_SALT\n    _DRAFT_NOISE_SALT = salt\n",
         "'def reseed(salt): global _DRAFT_NOISE_SALT",
     ),
     "the salt of 2**16": (
-        swap(APPLIED, "(1 << 30) if HAS_TRITON else (1 << 30)", "(1 << 16) if HAS_TRITON else (1 << 16)"),
+        swap(
+            APPLIED,
+            "(1 << 30) if HAS_TRITON else (1 << 30)",
+            "(1 << 16) if HAS_TRITON else (1 << 16)",
+        ),
         "'_DRAFT_NOISE_SALT = tl.constexpr(1 << 16)",
     ),
     "a draft's position salted whether drafting or not": (
