@@ -909,3 +909,32 @@ def test_a_read_only_tree_with_a_stale_copy_of_the_record_still_answers(
         assert result.returncode == 2
         assert "read-only; nothing was written" in result.stderr
     assert stale.exists()
+
+
+def test_a_run_whose_record_another_run_replaced_undoes_nothing(trees: dict) -> None:
+    """Half-way through the commit, another run takes it over: its record
+    replaces this one's, and it removes this run's staged files. That the
+    files renamed so far hold this run's bytes is no proof that nobody else
+    committed: the run must leave them, and the other run's record, alone."""
+    site = trees["site"]
+    record = site / RECORD
+    take_over = "; ".join([
+        "import json, glob",
+        f"document = json.load(open({str(record)!r}))",
+        "document.update(pid=1, nonce='f' * 16)",
+        f"open({str(record)!r}, 'w').write(json.dumps(document))",
+        f"[os.unlink(p) for p in glob.glob({str(site)!r} + '/**/.*.dflash2-backport-new',"
+        " recursive=True)]",
+    ])
+    result = run_tool(["apply", "--site-packages", str(site)], hook=trees["hook"], root=site,
+                      at=8, ops="replace", act=take_over)
+    assert result.returncode == 2, result.stdout + result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert f"{record}: no longer the record this run wrote" in line, line
+    assert "nothing was undone" in line
+    assert json.loads(record.read_bytes())["nonce"] == "f" * 16
+    in_place = [p for p in trees["applied"] if p != RECORD
+                and trees["pristine"].get(p) != trees["applied"][p]
+                and (site / p).exists() and (site / p).read_bytes() == trees["applied"][p]]
+    # The eighth replace: the record's two, then this run's sixth file.
+    assert len(in_place) == 5, in_place
