@@ -122,9 +122,9 @@ GUMBEL_COSMETIC = {
 }
 # Each row: the file, and what the refusal says it found.
 GUMBEL_DRIFT = {
-    # 0.29.0 has it here, so the fix's own words are not needed (see
-    # test_0_29_0s_salt_in_the_fixs_place_counts_as_the_fixs); another value
-    # is not 0.29.0's, and would be the draft's stream in the fix's stead.
+    # A salt already in the fix's place counts as the fix's only when it is
+    # 0.29.0's statement (test_0_29_0s_salt_in_the_fixs_place_counts_as_the_fixs);
+    # any other definition would decide the draft's stream in the fix's stead.
     "a salt of another value where the fix puts it": (
         swap(PENDING, RAND_MIN, RAND_MIN + "_DRAFT_NOISE_SALT = 1 << 16\n"),
         "'_DRAFT_NOISE_SALT = 1 << 16' on line 7",
