@@ -472,8 +472,9 @@ def _verify(python, json_output, gpu, target, draft, attention_backend) -> None:
 def _version(value: bool) -> None:
     if value:
         from . import __version__
+        from .build_info import version_line
 
-        print(f"dflash2-backport {__version__}")
+        print(version_line(__version__))
         raise typer.Exit(0)
 
 

@@ -22,9 +22,14 @@ def run(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_version_prints_the_packages_version() -> None:
+    # And the commit, where it is known (tests/test_tool_version.py).
     result = run("--version")
     assert result.returncode == 0
-    assert result.stdout == f"dflash2-backport {__version__}\n"
+    assert re.fullmatch(
+        rf"dflash2-backport {re.escape(__version__)}"
+        r"( \(commit [0-9a-f]{40}(, with uncommitted changes)?\))?\n",
+        result.stdout,
+    ), result.stdout
     assert re.fullmatch(r"\d+\.\d+\.\d+", __version__)
 
 
