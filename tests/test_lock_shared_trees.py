@@ -151,3 +151,31 @@ def test_eight_runs_at_once_all_succeed_and_leave_the_tree_whole_under_an_unwrit
         written = {"apply": "applied", "revert": "reverted"}[command]
         assert actions == sorted(["nothing-to-do"] * (RANKS - 1) + [written]), actions
         assert without_lock(site) == references[goal], f"round {round_}: the tree is not whole"
+
+
+def test_the_owner_finishes_what_a_killed_root_run_staged_in_their_tree(
+    tmp_path: Path, references: dict
+) -> None:
+    """Root's `apply`, killed half-way through writing a staged file in a
+    user's venv, leaves a root-owned 0600 file there; the user's own next
+    `apply` removes it and finishes."""
+    from tests.faults import TORN, install_hook, run_tool
+
+    site = make_site("0.27.1", tmp_path / "site")
+    for directory in [tmp_path, *tmp_path.parents]:
+        if not directory.stat().st_mode & 0o001:
+            directory.chmod(directory.stat().st_mode | 0o001)
+    own_tree(site, USER, GROUP, shared=False)
+    killed = run_tool(["apply", "--site-packages", str(site)], hook=install_hook(tmp_path / "hook"),
+                      root=site, at=8, act=TORN, ops="write")
+    assert killed.returncode < 0, killed.stderr
+    left = [p for p in site.rglob(".*.dflash2-backport-new") if p.stat().st_uid == 0]
+    assert left, "the kill left no root-owned staged file"
+    result = subprocess.run(
+        [*as_user(USER, GROUP), sys.executable, "-m", "dflash2_backport", "apply",
+         "--site-packages", str(site)],
+        capture_output=True, text=True, env=_user_environment(tmp_path / "home"), timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert without_lock(site) == references["applied"]
+    assert not any(site.rglob(".*.dflash2-backport-new"))
