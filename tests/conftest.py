@@ -52,18 +52,3 @@ def _private_verdict_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch
     monkeypatch.setenv(
         "DFLASH2_BACKPORT_VERDICT_CACHE", str(tmp_path_factory.mktemp("verdicts"))
     )
-
-
-def pytest_terminal_summary(terminalreporter) -> None:
-    # Skips for a missing spec hide the strongest checks; say so at the end,
-    # not only as an "s" among the dots. CI (CI set) fails them instead.
-    skipped = [
-        report for report in terminalreporter.stats.get("skipped", [])
-        if "seed_patch.py is not at" in str(report.longrepr)
-    ]
-    if skipped:
-        terminalreporter.write_line(
-            f"{len(skipped)} tests skipped: the spec's oracle (../shared/spec) is missing; "
-            "CI=1 makes them fail",
-            yellow=True,
-        )
