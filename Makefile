@@ -49,7 +49,8 @@ demo:
 	echo "== demo passed: vLLM $(VLLM_VERSION) patched from another venv; a second check finds nothing to do"; \
 	echo "   (\`verify\` needs torch beside vLLM: see README, Checking it runs)"
 
-## make bench: check/apply wall time against a bare libcst parse of the target files
+## make bench: check/apply wall time against a bare libcst parse of the target files,
+## then a warm check's start-up with typer 0.28 and with the newest
 bench: $(DEV_STAMP)
 	$(BIN)/python scripts/bench.py
 
