@@ -15,6 +15,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -132,7 +134,7 @@ def trees(tmp_path: Path) -> dict:
 
 
 def _restore(site: Path, files: dict[str, bytes]) -> None:
-    shutil.rmtree(site)
+    shutil.rmtree(site, ignore_errors=True)
     for relative, data in files.items():
         (site / relative).parent.mkdir(parents=True, exist_ok=True)
         (site / relative).write_bytes(data)
@@ -164,6 +166,18 @@ def counted_calls(trees: dict, args: list[str], start: str, log: Path) -> list[t
     ]
 
 
+def on_every_core(tmp_path: Path, items: list, check: Callable[[Path, object], object]) -> list:
+    """`check(site, item)` for every item, each core working on a tree of its
+    own; the results that are not None. Every item still kills and runs
+    real processes: only the waiting is shared."""
+    workers = max(1, min(len(items), os.cpu_count() or 1))
+    sites = [tmp_path / f"worker-{i}" / "site" for i in range(workers)]
+    with ThreadPoolExecutor(workers) as pool:
+        shares = pool.map(lambda i: [check(sites[i], item) for item in items[i::workers]],
+                          range(workers))
+        return [result for share in shares for result in share if result is not None]
+
+
 @pytest.mark.parametrize("command, start, goal", SWEEPS,
                          ids=["apply", "revert", "apply --only-pr", "apply after --only-pr"])
 def test_a_kill_at_any_write_torn_or_not_leaves_a_working_tree_and_the_next_run_finishes(
@@ -173,23 +187,28 @@ def test_a_kill_at_any_write_torn_or_not_leaves_a_working_tree_and_the_next_run_
     file (the staged files' creation and writing included), and half-way
     through each write: the tree works as it stands, and the same command
     run again finishes the job, leaving nothing of the tool's behind."""
-    site = trees["site"]
-    args = [*command, "--site-packages", str(site)]
-    calls = counted_calls(trees, args, start, tmp_path / "calls.log")
+    calls = counted_calls(trees, [*command, "--site-packages", str(trees["site"])], start,
+                          tmp_path / "calls.log")
     operations = {operation for _, operation in calls}
     assert {"create", "write", "replace"} <= operations, operations
     kills = [(at, KILL) for at, _ in calls] + [(at, TORN) for at, op in calls if op == "write"]
-    wrong = []
-    for at, act in kills:
+
+    def kill_then_finish(site: Path, kill: tuple[int, str]):
+        at, act = kill
+        args = [*command, "--site-packages", str(site)]
         _restore(site, trees[start])
         killed = run_tool(args, hook=trees["hook"], root=site, at=at, act=act, ops=EVERY_WRITE)
-        assert killed.returncode == -signal.SIGKILL, (at, killed.stderr)
+        if killed.returncode != -signal.SIGKILL:
+            return (at, "not killed", killed.returncode, killed.stderr.strip()[-300:])
         problems = broken(site, trees["pristine"], trees["applied"], trees["only_pr"])
         finished = run_tool(args)
         if finished.returncode != 0 or problems or snapshot(site) != trees[goal] \
                 or leftovers(site):
-            wrong.append((at, "torn" if act == TORN else "kill", problems,
-                          finished.stderr.strip()[-300:], leftovers(site)))
+            return (at, "torn" if act == TORN else "kill", problems,
+                    finished.stderr.strip()[-300:], leftovers(site))
+        return None
+
+    wrong = on_every_core(tmp_path, kills, kill_then_finish)
     print(f"{command}: {len(wrong)} wrong of {len(kills)} kills")
     assert len(kills) >= 40
     assert wrong == []
@@ -202,34 +221,41 @@ def test_a_run_killed_while_it_finishes_a_killed_run_is_finished_by_the_next(
     file, then the `apply` that finishes it killed in turn at each of its
     own writes, torn or not; a third `apply` leaves the patched tree."""
     site = trees["site"]
-    args = ["apply", "--site-packages", str(site)]
-    first = next(at for at, op in counted_calls(trees, args, "pristine", tmp_path / "a.log")
-                 if op == "write" and at > 6)
+    first = next(
+        at for at, op in counted_calls(trees, ["apply", "--site-packages", str(site)],
+                                       "pristine", tmp_path / "a.log")
+        if op == "write" and at > 6
+    )
 
-    def crash_once() -> None:
+    def crash_once(site: Path) -> None:
         _restore(site, trees["pristine"])
-        killed = run_tool(args, hook=trees["hook"], root=site, at=first, act=TORN,
-                          ops=EVERY_WRITE)
+        killed = run_tool(["apply", "--site-packages", str(site)], hook=trees["hook"],
+                          root=site, at=first, act=TORN, ops=EVERY_WRITE)
         assert killed.returncode == -signal.SIGKILL, killed.stderr
 
-    crash_once()
+    crash_once(site)
     log = tmp_path / "b.log"
-    traced = run_tool(args, hook=trees["hook"], root=site, act="", log=log, ops=EVERY_WRITE)
+    traced = run_tool(["apply", "--site-packages", str(site)], hook=trees["hook"], root=site,
+                      act="", log=log, ops=EVERY_WRITE)
     assert traced.returncode == 0, traced.stderr
     second = [int(line.split(" ")[0]) for line in log.read_text().splitlines()
               if line.split(" ")[1] == "write"]
-    wrong = []
-    for at in second:
-        crash_once()
+
+    def crash_again_then_finish(site: Path, at: int):
+        args = ["apply", "--site-packages", str(site)]
+        crash_once(site)
         again = run_tool(args, hook=trees["hook"], root=site, at=at, act=TORN, ops=EVERY_WRITE)
-        assert again.returncode == -signal.SIGKILL, (at, again.stderr)
+        if again.returncode != -signal.SIGKILL:
+            return (at, "not killed", again.returncode, again.stderr.strip()[-300:])
         problems = broken(site, trees["pristine"], trees["applied"])
         finished = run_tool(args)
         if finished.returncode != 0 or problems or snapshot(site) != trees["applied"] \
                 or leftovers(site):
-            wrong.append((at, problems, finished.stderr.strip()[-300:], leftovers(site)))
+            return (at, problems, finished.stderr.strip()[-300:], leftovers(site))
+        return None
+
     assert len(second) >= 10
-    assert wrong == []
+    assert on_every_core(tmp_path, second, crash_again_then_finish) == []
 
 
 def test_an_interrupted_apply_only_pr_is_finished_by_a_plain_apply(trees: dict) -> None:
