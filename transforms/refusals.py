@@ -6,13 +6,19 @@ Each refusal is an edit of its own, because each limit is lifted by a
 different release. Upstream has no refusal and no PR to cite: it supports
 these inputs from the release named (read from each release's source).
 
-`QUANTIZED_DRAFT` (vllm/config/vllm.py, vLLM 0.33.0): a DFlash2 draft with a
+`QUANTIZED_DRAFT` (vllm/config/vllm.py, vLLM 0.31.0): a DFlash2 draft with a
 quantization method. `VllmConfig._refuse_quantized_dflash2_draft()` goes
 right before `_get_quantization_config`, and its call right before
-`self.try_verify_and_update_config()` in `__post_init__`. Upstream needed
-0.31.0 (the draft's context KV projected through the quantized layer, not
-its raw weight) and 0.33.0 (quantization configs mapped to the draft's
-layer names) to serve one.
+`self.try_verify_and_update_config()` in `__post_init__`. 0.31.0 is the
+first release that serves one (read from the 0.28.0 to 0.33.0 sources):
+its DFlash2 layers pass the quantization config to the convolutions'
+kernel projections, which 0.28.0 to 0.30.0 build unquantized; its DFlash
+model projects the draft's context K/V through each layer's quantization
+method, where 0.30.0 multiplies by the raw weight, which a quantized layer
+does not hold in a form `F.linear` takes; and it offsets a quantization
+config's excluded layers to the draft's layer ids. 0.32.0 changes none of
+that, and 0.33.0 generalises the mapping of layer names (ModelOpt configs
+through the model's weight mapper).
 
 `DRAFT_VOCABULARY` (vllm/config/vllm.py, vLLM 0.34.0):
 `VllmConfig._refuse_dflash2_vocabulary_mismatch()` right before
@@ -73,7 +79,7 @@ def {QUANTIZED}(self) -> None:
         raise NotImplementedError(
             f"DFlash2 draft {{draft.model}} is quantized ({{draft.quantization}}): "
             "this DFlash2 backport to vLLM 0.27.1 serves unquantized drafts "
-            "only; vLLM 0.33.0 is the first release that serves quantized ones"
+            "only; vLLM 0.31.0 is the first release that serves quantized ones"
         )
 '''
 
@@ -148,7 +154,7 @@ QUANTIZED_METHOD = Hunk(
     f"class {CONFIG_CLASS}, right before {QUANTIZED_ANCHOR}",
     None,
     QUANTIZED_SOURCE,
-    "A quantized DFlash2 draft is refused in one line naming vLLM 0.33.0, "
+    "A quantized DFlash2 draft is refused in one line naming vLLM 0.31.0, "
     "the first release that serves one, instead of failing at load time.",
 )
 QUANTIZED_CALL = Hunk(
@@ -303,7 +309,7 @@ QUANTIZED_DRAFT = Edit(
     (QUANTIZED_METHOD, QUANTIZED_CALL),
     judge_quantized,
     writer="refusals:QuantizedDraft",
-    fix=Fix("", "0.33.0"),
+    fix=Fix("", "0.31.0"),
 )
 
 DRAFT_VOCABULARY = Edit(

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.wheels
 FIXES = {
     "draft-max-position": ("#57941", "0.33.0"),
     "compile-cache-key": ("#53366", "unreleased"),
-    "refuse-quant-draft": (None, "0.33.0"),
+    "refuse-quant-draft": (None, "0.31.0"),
     "refuse-vocab-draft": (None, "0.34.0"),
     "refuse-speculators": (None, "0.29.0"),
     "dflash-input-guards": ("#51538", "0.28.0"),

@@ -160,7 +160,7 @@ def test_a_dflash1_draft_keeps_0_27_1_s_keys(seen) -> None:
 
 #: The input, and what its one line must name: the limit and the release.
 REFUSED = {
-    "dflash2-fp8": ("is quantized (fp8)", "vLLM 0.33.0 is the first release"),
+    "dflash2-fp8": ("is quantized (fp8)", "vLLM 0.31.0 is the first release"),
     "dflash2-vocab-1200": ("has a vocabulary of 1200 tokens and the target 1000",
                            "vLLM 0.34.0 serves only a draft vocabulary no larger"),
     "dflash2-vocab-800": ("has a vocabulary of 800 tokens and the target 1000",

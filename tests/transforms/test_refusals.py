@@ -69,7 +69,7 @@ QUANTIZED = '''    def _refuse_quantized_dflash2_draft(self) -> None:
             raise NotImplementedError(
                 f"DFlash2 draft {draft.model} is quantized ({draft.quantization}): "
                 "this DFlash2 backport to vLLM 0.27.1 serves unquantized drafts "
-                "only; vLLM 0.33.0 is the first release that serves quantized ones"
+                "only; vLLM 0.31.0 is the first release that serves quantized ones"
             )
 
 '''
