@@ -162,6 +162,14 @@ PRESETS = {"default": CHECK_CONFIGS, "closure": CLOSURE_CONFIGS,
 THROUGHPUT_CONFIGS = ["tput_base", "tput_dflash2", "tput_up_base", "tput_up_dflash2"]
 CUDA_FAULT = re.compile(r"illegal memory access|CUDA error|device-side assert")
 # NVLink multicast can take a shared host's GPUs out of service: off everywhere.
+# The attention backend of every engine: Triton's unless DRIVER_ATTENTION_BACKEND
+# names another, or is "auto", which leaves the choice to vLLM (`run
+# --attention-backend` sets it for the engines it starts).
+def attention_backend() -> str | None:
+    chosen = os.environ.get("DRIVER_ATTENTION_BACKEND", "TRITON_ATTN")
+    return None if chosen in ("", "auto") else chosen
+
+
 NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
                 "NVSHMEM_DISABLE_NVLS": "1", "VLLM_ALLREDUCE_USE_SYMM_MEM": "0"}
 
@@ -288,8 +296,10 @@ def engine_kwargs(config: dict, models: dict) -> dict:
         max_model_len=variant.get("max_model_len", 512), max_num_seqs=BENCH_BATCH if throughput else s["max_num_seqs"],
         gpu_memory_utilization=0.1, kv_cache_memory_bytes=s["kv_bytes"],
         enforce_eager=config["eager"], disable_log_stats=False,
-        attention_config={"backend": "TRITON_ATTN"},
     )
+    backend = attention_backend()
+    if backend:
+        kwargs["attention_config"] = {"backend": backend}
     if throughput:
         # Every step of the timed batch replays a captured graph, a verify step
         # of BENCH_BATCH * block_size tokens included (the default stops at 512).
@@ -303,8 +313,9 @@ def engine_kwargs(config: dict, models: dict) -> dict:
         kwargs["speculative_config"] = {
             "method": "dflash", "model": models[variant.get("draft", config["draft"])],
             "num_speculative_tokens": s["block_size"] - 1,
-            "attention_backend": "TRITON_ATTN",
         }
+        if backend:
+            kwargs["speculative_config"]["attention_backend"] = backend
         if "draft_sample_method" in variant:
             kwargs["speculative_config"]["draft_sample_method"] = (
                 variant["draft_sample_method"])
@@ -495,17 +506,20 @@ def run_serve(models_by_shape: dict, result_path: Path, port: int, timeout: floa
     # The OpenAI server's engine core runs in a process of its own.
     env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
     speculative = {"method": "dflash", "model": models["dflash2"],
-                   "num_speculative_tokens": s["block_size"] - 1,
-                   "attention_backend": "TRITON_ATTN"}
+                   "num_speculative_tokens": s["block_size"] - 1}
+    backend = attention_backend()
+    if backend:
+        speculative["attention_backend"] = backend
     command = [
         sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", models["target"],
         "--served-model-name", "target", "--host", "127.0.0.1", "--port", str(port),
         "--dtype", "float32", "--seed", "0", "--max-model-len", "512",
         "--max-num-seqs", str(s["max_num_seqs"]), "--gpu-memory-utilization", "0.1",
         "--kv-cache-memory-bytes", str(s["kv_bytes"]), "--enforce-eager",
-        "--skip-tokenizer-init", "--attention-config", '{"backend": "TRITON_ATTN"}',
-        "--speculative-config", json.dumps(speculative),
+        "--skip-tokenizer-init", "--speculative-config", json.dumps(speculative),
     ]
+    if backend:
+        command += ["--attention-config", json.dumps({"backend": backend})]
     result["command"] = command
     log = open(result_path.with_suffix(".server.log"), "w")
     started = time.time()
@@ -1133,9 +1147,12 @@ def newest_version(tree: str) -> str | None:
     return None
 
 
-def _launch(out: Path, name: str, env: dict, extra: list[str]):
+def _launch(out: Path, name: str, env: dict, extra: list[str],
+            python: str = sys.executable):
+    """Start `driver.py EXTRA` in `python`: this interpreter, or the one of
+    a venv that has its tree's vLLM installed (--python-0271, --python-0280)."""
     log = open(out / f"{name}.log", "w")
-    command = [sys.executable, __file__, *extra]
+    command = [python, __file__, *extra]
     return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env), log
 
 
@@ -1183,6 +1200,11 @@ def run_all(args) -> int:
         if dropped:
             print(f"INFO  no vllm-*.dist-info/METADATA under {args.tree_new}: not run: "
                   f"{dropped}", flush=True)
+    # A venv's interpreter per tree (the tree's folder then holds no vLLM of its own).
+    pythons = {"closure": args.python_0271, "up": args.python_0280}
+    pythons = {tree: python for tree, python in pythons.items() if python}
+    if args.attention_backend is not None:
+        os.environ["DRIVER_ATTENTION_BACKEND"] = args.attention_backend
     base_env = dict(os.environ, VLLM_ENABLE_V1_MULTIPROCESSING="0",
                     HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
                     VLLM_USE_FLASHINFER_SAMPLER="0", PYTHONUNBUFFERED="1")
@@ -1224,14 +1246,15 @@ def run_all(args) -> int:
         procs["serve"] = _launch(out, "serve", env, [
             "serve-check", "--models", str(models_path), "--result",
             str(out / "serve.json"), "--port", str(args.port),
-            "--timeout", str(args.timeout)])
+            "--timeout", str(args.timeout)], pythons.get("closure", sys.executable))
     if "check" in phases:
         by_shape = sorted(names, key=lambda n: config_of(n)["shape"] != "tiny")
         for name in by_shape:
             config = config_of(name)
             ensure(config["shape"])
             env = _engine_env(base_env, config["tree"], trees, args.site, out, name)
-            procs[name] = _launch(out, name, env, engine_args(name))
+            procs[name] = _launch(out, name, env, engine_args(name),
+                                  pythons.get(config["tree"], sys.executable))
             time.sleep(1)
     if procs:
         _collect(out, procs, started + args.timeout, results)
@@ -1245,7 +1268,8 @@ def run_all(args) -> int:
             config = config_of(name)
             env = _engine_env(base_env, config["tree"], trees, args.site, out, name)
             t = time.time()
-            proc = _launch(out, name, env, engine_args(name))
+            proc = _launch(out, name, env, engine_args(name),
+                           pythons.get(config["tree"], sys.executable))
             _collect(out, {name: proc}, time.time() + args.engine_timeout, results)
             print(f"[{name}] finished in {time.time() - t:.0f} s", flush=True)
         print("---- summary with the throughput phase ----", flush=True)
@@ -1305,6 +1329,12 @@ def main() -> int:
     run.add_argument("--tree-new", default="/tmp/vtnew",
                      help="the newest upstream release (new_ configurations)")
     run.add_argument("--site", default="/tmp/site")
+    run.add_argument("--python-0271", help="run the 0.27.1 engines (no prefix) in this "
+                     "interpreter, a venv with 0.27.1 installed and patched, instead of "
+                     "--tree-0271 on PYTHONPATH")
+    run.add_argument("--python-0280", help="the same for the up_ engines (0.28.0)")
+    run.add_argument("--attention-backend", help="every engine's attention backend "
+                     "(default TRITON_ATTN); 'auto' leaves it to vLLM")
     models = sub.add_parser("models", help="only write the checkpoints")
     models.add_argument("--out", type=Path, required=True)
     models.add_argument("--shapes", default="tiny")

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The tool as a user runs it, on vLLM 0.27.1 installed by pip over torch
+# 2.13.0 (real_install_venv.sh runs this once the venv is made; it can be
+# run again by hand):
+#
+#     PY=/tmp/ri/venv-0.27.1/bin/python RESULTS=$OUT bash scripts/gpu/real_install.sh
+#
+# dflash2-backport, installed from its wheel into a venv of its own
+# (TOOL, default /tmp/ri/tool/bin/dflash2-backport), with --python naming the
+# interpreter of vLLM's venv (PY): --version, check, apply, check, verify,
+# verify --gpu with no --attention-backend (vLLM chooses), revert, apply,
+# check. Each command's output goes to RESULTS/tool-NN-NAME.txt (default
+# $OUT, else /tmp/ri/results) with its exit status and wall time, and all of
+# them to RESULTS/tool-runs.txt. verify --gpu keeps its engines' logs in a
+# temporary directory it removes at the end; a watcher copies them out while
+# it runs (RESULTS/verify-gpu-engine-*.log), and the lines where vLLM names
+# the attention backend it chose go to RESULTS/tool-runs.txt.
+set -u
+store=${RI_STORE:-/tmp/ri}
+py=${PY:-$store/venv-0.27.1/bin/python}
+tool=${TOOL:-$store/tool/bin/dflash2-backport}
+results=${RESULTS:-${OUT:-$store/results}}
+mkdir -p "$results"
+all=$results/tool-runs.txt
+: > "$all"
+# The tool's temporary files (verify --gpu's engines' logs among them) go
+# here, so that the watcher finds them.
+scratch=$store/tool-tmp
+rm -rf "$scratch"
+mkdir -p "$scratch"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+
+number=0
+run() {  # run NAME ARGS...: dflash2-backport ARGS, output to RESULTS/tool-NN-NAME.txt
+    local name=$1 started out
+    shift
+    number=$((number + 1))
+    out=$results/tool-$(printf %02d $number)-$name.txt
+    started=$(date +%s.%N)
+    echo "\$ dflash2-backport $*" > "$out"
+    TMPDIR=$scratch timeout "${TOOL_TIMEOUT:-900}" "$tool" "$@" >> "$out" 2>&1
+    local code=$?
+    echo "exit $code, wall $(python3 -c "print(round($(date +%s.%N) - $started, 1))") s" >> "$out"
+    cat "$out" >> "$all"
+    echo >> "$all"
+    tail -n 2 "$out"
+    return 0
+}
+
+watch_engine_logs() {  # copy verify --gpu's engine logs out of its scratch while it runs
+    while :; do
+        for log in "$scratch"/dflash2-backport-verify-gpu-*/engine-*.log; do
+            [ -f "$log" ] && cp -f "$log" "$results/verify-gpu-$(basename "$log")"
+        done
+        sleep 1
+    done
+}
+
+run version --version
+run check-before check --python "$py"
+run apply apply --python "$py"
+run check-after-apply check --python "$py"
+run verify-cpu verify --python "$py"
+watch_engine_logs &
+watcher=$!
+run verify-gpu verify --gpu --python "$py"
+kill $watcher 2>/dev/null
+wait $watcher 2>/dev/null
+{
+    echo "== the attention backend vLLM chose (verify --gpu's engines' logs)"
+    grep -hE "attention backend|Using .* backend|FlashAttention version|Using FlashInfer|top-p & top-k" \
+        "$results"/verify-gpu-engine-*.log 2>/dev/null | sed -E 's/^.*\] //' | sort | uniq -c
+    echo
+} | tee -a "$all"
+run revert revert --python "$py"
+run apply-again apply --python "$py"
+run check-after-reapply check --python "$py"

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Install one vLLM version for real, as a user does, into STORE/venv-VERSION
+# (real_install_setup.sh starts it in the background once every wheel the
+# install needs is out of its parts):
+#
+#     bash scripts/gpu/real_install_venv.sh 0.27.1
+#
+# 1. `python3 -m venv`, seeing the machine's own packages as
+#    --system-site-packages would: the machine's python3 is itself a venv
+#    (/opt/torch/.venv), whose packages --system-site-packages does not
+#    reach, so a .pth file adds that interpreter's site-packages after the
+#    venv's own (where python3 is not a venv, --system-site-packages is used).
+# 2. pip install --no-index --find-links STORE/links/vllm-VERSION torch===2.13.0,
+#    then vllm==VERSION: pip resolves every dependency, taking a package the
+#    machine has where its version does, installing the carried wheel where not.
+# 3. `pip check`, `pip list -v` (where each package comes from), and
+#    real_install_probe.py in the venv: torch's CUDA build and libraries,
+#    FlashAttention 3's own extension, vLLM's platform.
+# 4. For 0.27.1: real_install.sh, the tool as a user runs it, on this venv.
+# STORE/venv-VERSION.done or .failed marks the end; STORE/results/summary-VERSION.txt
+# holds what each step printed.
+set -u -o pipefail
+version=$1
+store=${RI_STORE:-/tmp/ri}
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+venv=$store/venv-$version
+results=$store/results
+summary=$results/summary-$version.txt
+say() { echo "[$(date +%T)] $*" | tee -a "$summary"; }
+fail() { say "FAILED: $*"; touch "$store/venv-$version.failed"; exit 1; }
+: > "$summary"
+step() {  # step NAME COMMAND...: run, log to results/NAME.txt, say how long it took
+    local name=$1 started=$SECONDS
+    shift
+    "$@" > "$results/$name.txt" 2>&1
+    local code=$?
+    say "$name: exit $code in $((SECONDS - started)) s"
+    tail -n 5 "$results/$name.txt" | sed 's/^/    /' | tee -a "$summary"
+    return $code
+}
+
+links=$(python3 "$here/real_install_parts.py" links --store "$store" --install "vllm-$version") \
+    || fail "no wheels"
+rm -rf "$venv"
+if python3 -c "import sys; sys.exit(sys.prefix == sys.base_prefix)"; then
+    make_venv() {
+        python3 -m venv "$venv" || {
+            rm -rf "$venv"
+            python3 -m venv --without-pip "$venv" &&
+                "$venv/bin/python" "$(ls "$links"/pip-*.whl 2>/dev/null || ls "$store"/wheels/pip-*.whl)/pip" \
+                    install --quiet --no-index "$store"/wheels/pip-*.whl
+        } || return 1
+        local site
+        site=$("$venv/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+        python3 - "$site/_machine_site_packages.pth" <<'EOF'
+import site, sys
+lines = [f"import site; site.addsitedir({path!r})" for path in site.getsitepackages()]
+open(sys.argv[1], "w").write("\n".join(lines) + "\n")
+print("machine site-packages after the venv's own:", site.getsitepackages())
+EOF
+    }
+else
+    make_venv() {
+        python3 -m venv --system-site-packages "$venv"
+    }
+fi
+step "venv-$version" make_venv || fail "venv"
+pip=("$venv/bin/python" -m pip)
+step "pip-version-$version" "${pip[@]}" --version
+step "install-torch-$version" "${pip[@]}" install --no-index --find-links "$links" \
+    --no-cache-dir "torch===2.13.0" || fail "torch"
+step "install-vllm-$version" "${pip[@]}" install --no-index --find-links "$links" \
+    --no-cache-dir "vllm==$version" || fail "vllm"
+step "pip-check-$version" "${pip[@]}" check
+step "pip-list-$version" "${pip[@]}" list -v
+step "probe-$version" "$venv/bin/python" "$here/real_install_probe.py"
+grep -E '^(torch|cuda|cudnn|nccl|fa3|vllm|platform|flashinfer|loaded)' \
+    "$results/probe-$version.txt" | sed 's/^/    /' >> "$summary"
+if [ "$version" = 0.27.1 ] && [ -z "${RI_NO_TOOL_RUNS:-}" ]; then
+    PY="$venv/bin/python" RESULTS=$results bash "$here/real_install.sh" \
+        > "$results/tool-runs-log.txt" 2>&1
+    say "tool runs: exit $?"
+fi
+touch "$store/venv-$version.done"
+say "done"
