@@ -46,15 +46,18 @@ SHIPPED = (MODEL, PACKAGE, SPECULATOR)
 #: The SHA-256 of every earlier version of a module this tool has shipped, by
 #: its source under modules/: a file that holds one of them is an older copy
 #: of ours, replaced by `apply` and removed by `revert`. When a module
-#: changes, its previous version's digest goes here (a test holds this to the
-#: repository's history).
+#: changes, its previous version's digest goes here, before the change is
+#: committed (a test holds every version in the repository's history to it).
 SHIPPED_BEFORE = {
-    "qwen3_dflash2.py": frozenset(),
+    "qwen3_dflash2.py": frozenset({
+        "81a90bd346b8656031326502a0cad2dc29aa9aa0fcd759695acc478734be42ba",
+    }),
     "dflash2/__init__.py": frozenset(),
     "dflash2/speculator.py": frozenset({
         "e559aed36b71db61ec61401d336a391c7d5337150ee34059e9290cafb2dc5fd3",
         "caa200ab3cfc6a7a0ede8992519a4065f61d91d22ad31c9687c7a44f307f6542",
         "f7fe7aa27eedc00442d8deb98d72f673e59fc660656419960b61518157c6b878",
+        "b3df3712a53738aea9e137cde630010f813142242a55d7969f52c4541b240f63",
     }),
 }
 

@@ -151,7 +151,10 @@ def test_every_earlier_version_of_a_module_in_the_history_is_known_as_ours(
         for data in _history(module.source).values()
         if data != shipped_source(module)
     }
-    assert earlier == SHIPPED_BEFORE[module.source]
+    assert earlier <= SHIPPED_BEFORE[module.source], (
+        "add these digests to installer.SHIPPED_BEFORE: "
+        f"{sorted(earlier - SHIPPED_BEFORE[module.source])}"
+    )
 
 
 def _earlier_versions() -> list[tuple[ShippedModule, bytes]]:
