@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
+from tests.trees import make_site
+
 pytestmark = pytest.mark.wheels
 
 REPOSITORY = Path(__file__).resolve().parent.parent
@@ -117,4 +119,23 @@ def test_pip_install_of_the_wheel_into_vllms_environment_moves_no_package(
              if after.get(name) != version}
     assert moved == {}, f"installing the tool changed vLLM's venv: {moved}"
     assert "dflash2-backport" in after
+
+    # The tool runs with the typer it found there: a plain line, and the
+    # lines typer's parser takes.
+    site = make_site("0.27.1", tmp_path / "site")
+    script = python.with_name("dflash2-backport")
+    ran = {
+        name: subprocess.run([script, *argv], capture_output=True, text=True)
+        for name, argv in {
+            "check": ["check", "--site-packages", str(site)],
+            "a typo": ["check", "--sit-packages", str(site)],
+            "help": ["check", "--help"],
+        }.items()
+    }
+    assert ran["check"].returncode == 1, ran["check"].stderr
+    assert ran["check"].stdout.splitlines()[-1].startswith("pending: ")
+    assert ran["a typo"].returncode == 2
+    (line,) = ran["a typo"].stderr.splitlines()
+    assert line.startswith("dflash2-backport: error: `dflash2-backport check`: "), line
+    assert ran["help"].returncode == 0 and "--site-packages PATH" in ran["help"].stdout
     shutil.rmtree(tmp_path / "venv", ignore_errors=True)
