@@ -298,6 +298,11 @@ class _Commit:
         return tuple(reversed(kept))
 
 
+_GIVE_WRITE_ACCESS = (
+    "give this user write access to it (or run as its owner), then run the command again"
+)
+
+
 def _check_writable(root: Path, changes: Iterable[Change]) -> None:
     # A file its owner made read-only is refused, as before any write; the
     # rename itself would only need the directory to be writable.
@@ -307,9 +312,11 @@ def _check_writable(root: Path, changes: Iterable[Change]) -> None:
         while not directory.exists():
             directory = directory.parent
         if change.before is not None and not os.access(path, os.W_OK):
-            raise BackportError(f"{path}: read-only; nothing was written")
+            raise BackportError(f"{path}: read-only; nothing was written; {_GIVE_WRITE_ACCESS}")
         if not os.access(directory, os.W_OK):
-            raise BackportError(f"{directory}: directory is read-only; nothing was written")
+            raise BackportError(
+                f"{directory}: directory is read-only; nothing was written; {_GIVE_WRITE_ACCESS}"
+            )
 
 
 class _Changed(Exception):

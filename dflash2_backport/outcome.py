@@ -48,14 +48,6 @@ class Outcome:
         return self.action in (Action.ERROR, Action.INTERRUPTED)
 
 
-# What to do, for refusals raised where only the file is known.
-_WHAT_TO_DO = {
-    ": read-only; nothing was written": "give this user write access to it (or run as "
-    "its owner), then run the command again",
-    ": directory is read-only; nothing was written": "give this user write access to "
-    "it (or run as its owner), then run the command again",
-}
-
 #: The command that makes pending edits, where it is not this tool's own
 #: `apply` (see `fixed_by`).
 _fix_command: str | None = None
@@ -75,9 +67,6 @@ def fixed_by(command: str | None):
 
 
 def failed(message: str) -> Outcome:
-    for ending, to_do in _WHAT_TO_DO.items():
-        if message.endswith(ending):
-            message = f"{message}; {to_do}"
     return Outcome(Action.ERROR, 2, message)
 
 
