@@ -14,7 +14,8 @@
 # them to RESULTS/tool-runs.txt. verify --gpu keeps its engines' logs in a
 # temporary directory it removes at the end; a watcher copies them out while
 # it runs (RESULTS/verify-gpu-engine-*.log), and the lines where vLLM names
-# the attention backend it chose go to RESULTS/tool-runs.txt.
+# the attention backend it chose go to RESULTS/tool-runs.txt (verify --gpu
+# runs with VLLM_LOGGING_LEVEL=INFO for that, unless it is set).
 set -u
 store=${RI_STORE:-/tmp/ri}
 py=${PY:-$store/venv-0.27.1/bin/python}
@@ -63,7 +64,10 @@ run check-after-apply check --python "$py"
 run verify-cpu verify --python "$py"
 watch_engine_logs &
 watcher=$!
-run verify-gpu verify --gpu --python "$py"
+# The engines log at WARNING unless VLLM_LOGGING_LEVEL says otherwise (the
+# tool passes a user's own setting on); at INFO they name the attention
+# backend vLLM chose.
+VLLM_LOGGING_LEVEL=${VLLM_LOGGING_LEVEL:-INFO} run verify-gpu verify --gpu --python "$py"
 kill $watcher 2>/dev/null
 wait $watcher 2>/dev/null
 {
