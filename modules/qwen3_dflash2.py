@@ -29,12 +29,19 @@ from vllm.model_executor.layers.linear import ReplicatedLinear
 from vllm.model_executor.layers.logits_processor import LogitsProcessor
 from vllm.model_executor.layers.quantization.base_config import QuantizationConfig
 
+from . import qwen3_dflash
 from .qwen3_dflash import (
     DFlashQwen3DecoderLayer,
     DFlashQwen3ForCausalLM,
     DFlashQwen3Model,
 )
 from .utils import WeightsMapper, maybe_prefix
+
+# The anchor clamp of vLLM 0.34.0, where the tree holds it: this tool's
+# anchor-clamp fix defines it in qwen3_dflash.py, and `apply --only-pr`
+# leaves it out, so that the selector indexes its codebook as 0.28.0's does.
+# Read once, at import: the file is the same whichever edits the tree carries.
+_anchors_in_vocab = getattr(qwen3_dflash, "dflash_anchors_in_vocab", None)
 
 
 def _grouped_conv(
@@ -235,7 +242,15 @@ def _score_edges(
     hidden:                      [batch, steps, rank]
     anchor_token_ids:            [batch]
     returns:                     [batch, steps, top_k, top_k]
+
+    A request in chunked prefill anchors on its next prompt token, which can
+    lie past the draft's vocabulary; where the tree has the anchor clamp, it
+    keeps the codebook lookup in range (that request's draft is discarded).
     """
+    if _anchors_in_vocab is not None:
+        anchor_token_ids = _anchors_in_vocab(
+            anchor_token_ids, predecessor_table.shape[0]
+        )
     anchors = anchor_token_ids.view(-1, 1, 1).expand(-1, 1, top_k)
     previous_ids = torch.cat((anchors, candidate_ids[:, :-1]), dim=1)
     # [batch, steps, top_k, rank]

@@ -21,6 +21,12 @@ What 0.27.1 dictates here, unlike later vLLM:
   project's draft-noise-salt fix): drawn from the stream verification
   resamples with after a rejection, it would bias the output. Where vLLM
   has none, the walk draws as 0.28.0's does.
+* Each draft step of the walk draws on a seed of its own where vLLM has
+  `spec_step_seed` (gumbel.py, from 0.33.0 and from this project's
+  spec-step-seed fix): a position drafted again after a block that block
+  verification truncated would otherwise reuse the noise of a proposal that
+  already took part in a decision. Where vLLM has none, every step draws on
+  the request's seed, as 0.28.0's walk does.
 """
 
 from typing import Any
@@ -49,6 +55,15 @@ def _draft_noise_salt() -> int:
 _DRAFT_POSITION_SALT = (
     tl.constexpr(_draft_noise_salt()) if HAS_TRITON else _draft_noise_salt()
 )
+
+# The seed of a draft step's draw: vLLM's own where it mixes the step in,
+# else the request's seed for every step, as 0.28.0's walk draws.
+_step_seed = getattr(gumbel, "spec_step_seed", None)
+if _step_seed is None:
+
+    @triton.jit
+    def _step_seed(seed, step):
+        return seed
 
 
 @triton.jit
@@ -108,7 +123,7 @@ def _selector_walk_kernel(
             scores,
             candidates,
             mask,
-            seed,
+            _step_seed(seed, step),
             position,
             temperature,
             USE_FP64=USE_FP64,

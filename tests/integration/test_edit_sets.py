@@ -31,6 +31,9 @@ FIXES = {
     "draft-aot-schedule": ("#54374", "0.30.0"),
     "draft-noise-salt": ("#54282", "0.29.0"),
     "dflash-prefix-block": ("#53505", "0.33.0"),
+    "anchor-clamp": (None, "0.34.0"),
+    "draft-seqs-cap": (None, "0.33.0"),
+    "spec-step-seed": (None, "0.33.0"),
 }
 PR_EDITS = {
     "causality", "subclass-seams", "registry", "vocab-parallel-topk", "gumbel",
@@ -43,6 +46,7 @@ FIX_ONLY_FILES = {
     "vllm/v1/core/sched/scheduler.py",
     "vllm/v1/worker/gpu/spec_decode/dflash/speculator.py",
     "vllm/v1/worker/gpu/spec_decode/dspark/speculator.py",
+    "vllm/v1/worker/gpu/spec_decode/rejection_sampler_utils.py",
 }
 
 
@@ -99,11 +103,11 @@ def test_check_says_in_one_line_which_set_a_tree_holds(site: Path) -> None:
         "pending: this tree holds the DFlash2 PR's edits alone, as `apply --only-pr` "
         "leaves it; `dflash2-backport apply --site-packages "
     )
-    assert summary.endswith("adds 9 upstream fixes in 8 files")
+    assert summary.endswith("adds 12 upstream fixes in 10 files")
     code, output = run("check", "--only-pr", *target)
     assert code == 0, output
     assert output.splitlines()[-1].startswith(
-        "nothing to do: the DFlash2 PR's 7 edits are applied, none of the 9 upstream fixes"
+        "nothing to do: the DFlash2 PR's 7 edits are applied, none of the 12 upstream fixes"
     )
 
     run("apply", *target)
@@ -115,7 +119,7 @@ def test_check_says_in_one_line_which_set_a_tree_holds(site: Path) -> None:
     assert summary.startswith("pending: this tree holds the upstream fixes beside")
     code, output = run("check", *target)
     assert code == 0
-    assert "all 16 edits are applied (the DFlash2 PR's 7 and 9 upstream fixes)" in output
+    assert "all 19 edits are applied (the DFlash2 PR's 7 and 12 upstream fixes)" in output
 
 
 def test_check_only_pr_on_a_pristine_tree_hints_apply_only_pr(site: Path) -> None:
@@ -162,15 +166,21 @@ def test_only_pr_takes_the_fixes_out_callers_first(site: Path) -> None:
     from dflash2_backport.verdicts import EditSet
 
     paths = [c.path for c in make_plan(site, True, edit_set=EditSet.ALL).changes]
-    # The fix in vllm.py calls one in speculative.py: added after it...
+    # The fix in vllm.py calls one in speculative.py, the rejection sampler's
+    # one in gumbel.py: each added after what it calls...
+    sampler = "vllm/v1/worker/gpu/spec_decode/rejection_sampler_utils.py"
+    gumbel = "vllm/v1/worker/gpu/sample/gumbel.py"
     assert paths.index("vllm/config/speculative.py") < paths.index("vllm/config/vllm.py")
+    assert paths.index(gumbel) < paths.index(sampler)
     run("apply", "--site-packages", str(site))
     paths = [c.path for c in make_plan(site, True, edit_set=EditSet.PR).changes]
     # ...and taken out before it; every file a fix touches is rewritten.
     assert paths.index("vllm/config/vllm.py") < paths.index("vllm/config/speculative.py")
+    assert paths.index(sampler) < paths.index(gumbel)
     assert set(paths) == FIX_ONLY_FILES | {
         "vllm/config/vllm.py",
-        "vllm/v1/worker/gpu/sample/gumbel.py",
+        gumbel,
+        "vllm/model_executor/models/qwen3_dflash.py",
         "vllm/v1/worker/gpu/spec_decode/speculator.py",
     }
 

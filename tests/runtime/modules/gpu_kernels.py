@@ -130,6 +130,40 @@ def rows_along(batch, tokens):
     return rows
 
 
+def step_seeds(gumbel, seeds, step):
+    """The seeds a draw at draft step `step` is keyed with: the request's, with
+    the step in their high 32 bits where gumbel.py has `spec_step_seed` (the
+    spec-step-seed fix, vLLM 0.33.0's formula)."""
+    return seeds ^ (step << 32) if hasattr(gumbel, "spec_step_seed") else seeds
+
+
+def upstream_walk_by_step(upstream, gumbel, batch, rows, temperature, seeds, salt):
+    """Upstream 0.28.0's sampled walk one step at a time, along the edge rows
+    `rows` (another walk's path), each step at the salted positions and on
+    its step's seeds: 0.28.0's walk takes one seed per request for a block.
+    Returns its tokens and realized rows."""
+    num_reqs, num_steps, top_k = batch["candidates"].shape
+    device = rows.device
+    tokens = torch.empty(num_reqs, num_steps, dtype=torch.int64, device=device)
+    realized = torch.empty(num_reqs, num_steps, top_k, device=device)
+    positions = (batch["sample_pos"] + salt).view(num_reqs, num_steps)
+    for s in range(num_steps):
+        scores = torch.zeros(num_reqs, 1, top_k, top_k, device=device)
+        scores[:, 0, 0] = rows[:, s]  # a first step reads edge row 0
+        one_step = {
+            "scores": scores,
+            "candidates": batch["candidates"][:, s : s + 1].contiguous(),
+            "req_state": batch["slots"],
+            "sample_pos": positions[:, s].contiguous(),
+        }
+        step_tokens = torch.empty(num_reqs, 1, dtype=torch.int64, device=device)
+        step_realized = torch.empty(num_reqs, 1, top_k, device=device)
+        walk(upstream, one_step, temperature, step_seeds(gumbel, seeds, s), step_tokens,
+             step_realized, probabilistic=True)
+        tokens[:, s], realized[:, s] = step_tokens[:, 0], step_realized[:, 0]
+    return tokens, realized
+
+
 def greedy_reference(batch):
     scores, candidates = batch["scores"], batch["candidates"]
     num_reqs, num_steps, _ = candidates.shape
@@ -184,12 +218,13 @@ def run(args) -> dict:
     checks["greedy_walk_equals_upstream"] = bool(torch.equal(tokens, up_tokens))
 
     # Sampled: every draw equals 0.27.1's own sampler keyed at Q-1, moved by
-    # the draft's salt where gumbel.py has one (the draft-noise-salt fix);
-    # upstream's walk is 0.28.0's, which makes that draw at the salted positions.
+    # the draft's salt where gumbel.py has one (the draft-noise-salt fix), on
+    # the step's seed where it has spec_step_seed (the spec-step-seed fix);
+    # upstream's walk is 0.28.0's, which makes that draw at the salted
+    # positions on the step's seed, walked one step at a time.
     arange = torch.arange(R, device=device)
     salt = getattr(gumbel, "_DRAFT_NOISE_SALT", 0)
     salt = int(getattr(salt, "value", salt))
-    salted = dict(batch, sample_pos=batch["sample_pos"] + salt)
 
     def verification_draws(tokens, fp64):
         rows = rows_along(batch, tokens)
@@ -198,7 +233,8 @@ def run(args) -> dict:
             logits = torch.full((R, V), NEG_INF, device=device)
             logits[arange[:, None], batch["candidates"][:, s]] = rows[:, s]
             q = batch["sample_pos"].view(R, S)[:, s]
-            drawn[:, s] = gumbel.gumbel_sample(logits, batch["slots"], temps, seeds, q - 1 + salt,
+            drawn[:, s] = gumbel.gumbel_sample(logits, batch["slots"], temps,
+                                               step_seeds(gumbel, seeds, s), q - 1 + salt,
                                                apply_temperature=True, use_fp64=fp64)
         return drawn
 
@@ -212,8 +248,9 @@ def run(args) -> dict:
     drawn = verification_draws(tokens, False)
     checks["sampled_draws_equal_0271_sampler_at_q_minus_1"] = bool(torch.equal(tokens, drawn))
     checks["sampled_draw_mismatches"] = int((tokens != drawn).sum())
-    up_tokens, up_realized = buffers()
-    walk(upstream, salted, temps, seeds, up_tokens, up_realized, probabilistic=True)
+    checks["steps_on_seeds_of_their_own"] = not torch.equal(step_seeds(gumbel, seeds, 1), seeds)
+    up_tokens, up_realized = upstream_walk_by_step(upstream, gumbel, batch, rows, temps, seeds,
+                                                   salt)
     checks["sampled_walk_equals_upstream_tokens"] = bool(torch.equal(tokens, up_tokens))
 
     # Cache: rows / T at the walked candidates, -inf elsewhere; upstream's is raw.

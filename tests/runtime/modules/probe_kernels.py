@@ -235,9 +235,19 @@ def draft_noise_salt() -> int:
     return int(getattr(salt, "value", salt))
 
 
+def step_seeds(seeds: torch.Tensor, step: int) -> torch.Tensor:
+    """The seeds a draw at draft step `step` is keyed with: the request's, with
+    the step in their high 32 bits where gumbel.py has `spec_step_seed` (the
+    spec-step-seed fix, vLLM 0.33.0's formula)."""
+    from vllm.v1.worker.gpu.sample import gumbel
+
+    return seeds ^ (step << 32) if hasattr(gumbel, "spec_step_seed") else seeds
+
+
 def sampled_walk_keys_like_verification(num_reqs, num_steps, top_k, seed, fp64):
     """Each draw equals 0.27.1's own Gumbel sampler keyed at position Q-1,
-    moved by the draft's salt where vLLM has one.
+    moved by the draft's salt where vLLM has one, with the draft step mixed
+    into the seed where vLLM has `spec_step_seed`.
 
     0.27.1 samples a target token at position Q with gumbel_sample over the
     vocabulary, keyed by the seed and the input position Q-1, noise indexed by
@@ -268,8 +278,8 @@ def sampled_walk_keys_like_verification(num_reqs, num_steps, top_k, seed, fp64):
                 logits = torch.full((1, vocab), NEG_INF)
                 logits[0, batch["candidates"][r, s]] = batch["scores"][r, s, previous]
                 q = batch["sample_pos"][r * num_steps + s : r * num_steps + s + 1]
-                token = gumbel_sample(logits, slot, temps, seeds, q + key_offset,
-                                      apply_temperature=True, use_fp64=fp64)
+                token = gumbel_sample(logits, slot, temps, step_seeds(seeds, s),
+                                      q + key_offset, apply_temperature=True, use_fp64=fp64)
                 drawn[r, s] = token[0]
                 previous = int((batch["candidates"][r, s] == tokens[r, s]).nonzero())
         return drawn
@@ -277,6 +287,7 @@ def sampled_walk_keys_like_verification(num_reqs, num_steps, top_k, seed, fp64):
     matches = verify(salt - 1)
     return {
         "salt": salt,
+        "steps_mixed": not torch.equal(step_seeds(seeds, 1), seeds),
         "draws_equal_at_q_minus_1": bool(torch.equal(tokens, matches)),
         "mismatches": int((tokens != matches).sum()),
         "draws": tokens.numel(),
@@ -393,8 +404,12 @@ def walk_matches_upstream(num_reqs, num_steps, top_k, seed, temperature):
     Upstream keys its draws as we do, so the sampled tokens agree draw for
     draw: 0.28.0's walk at the positions given, the walk from 0.29.0 on at
     those plus the draft's salt (`IS_DRAFTING=True`), which is the draw ours
-    makes where vLLM has the salt. Upstream caches pre-temperature scores
-    (0.28.0 divides on load), where 0.27.1 needs them divided already.
+    makes where vLLM has the salt; from 0.33.0 on, each step with its seed
+    mixed (`spec_step_seed`), which ours does where vLLM has it. 0.28.0's
+    walk takes one seed per request, so it walks here one step at a time,
+    along the edge rows our walk reached, each step on its own seed.
+    Upstream caches pre-temperature scores (0.28.0 divides on load), where
+    0.27.1 needs them divided already.
     """
     upstream = common.load_upstream(common.UPSTREAM_SPECULATOR, ARGS["upstream"],
                                     "upstream_speculator")
@@ -403,8 +418,22 @@ def walk_matches_upstream(num_reqs, num_steps, top_k, seed, temperature):
     temps = torch.full((num_reqs,), temperature, dtype=torch.float32)
     seeds = torch.arange(num_reqs, dtype=torch.int64) * 7919
     mine, mine_realized = launch_walk(ours, batch, temps, seeds, probabilistic=True)
-    salted = dict(batch, sample_pos=batch["sample_pos"] + draft_noise_salt())
-    theirs, theirs_realized = launch_walk(upstream, salted, temps, seeds, probabilistic=True)
+    rows = rows_along(mine, batch["scores"], batch["candidates"])
+    salted_pos = (batch["sample_pos"] + draft_noise_salt()).view(num_reqs, num_steps)
+    theirs = torch.empty_like(mine)
+    theirs_realized = torch.empty_like(mine_realized)
+    for s in range(num_steps):
+        step_scores = torch.zeros(num_reqs, 1, top_k, top_k)
+        step_scores[:, 0, 0] = rows[:, s]  # a first step reads edge row 0
+        one_step = {
+            "scores": step_scores,
+            "candidates": batch["candidates"][:, s : s + 1],
+            "req_state": batch["slots"],
+            "sample_pos": salted_pos[:, s].contiguous(),
+        }
+        tokens, realized = launch_walk(upstream, one_step, temps, step_seeds(seeds, s),
+                                       probabilistic=True)
+        theirs[:, s], theirs_realized[:, s] = tokens[:, 0], realized[:, 0]
     ours_cache = torch.full((num_reqs, num_steps, vocab), NEG_INF)
     theirs_cache = ours_cache.clone()
     launch_cache(ours, batch, mine_realized, ours_cache,

@@ -90,8 +90,10 @@ def test_sampled_paths_follow_softmax_of_scores_over_temperature(results, case):
 @pytest.mark.parametrize("case", KEYING, ids=case_ids(KEYING))
 def test_sampled_draws_are_keyed_like_0271_verification_on_the_drafts_own_stream(results, case):
     result = result_of(results, case)
-    # The patched venv carries the draft-noise-salt fix: 0.29.0's salt.
+    # The patched venv carries the draft-noise-salt fix: 0.29.0's salt, and
+    # the spec-step-seed fix: each draft step on a seed of its own.
     assert result["salt"] == 1 << 30
+    assert result["steps_mixed"]
     assert result["draws_equal_at_q_minus_1"], result
     # Keyed one position off either way, the draws differ: the check has teeth.
     assert not result["draws_equal_at_q"]
