@@ -17,35 +17,45 @@ def other_version(
     source: str,
     expected: str,
     remedy: str = "the backport will not overwrite it",
+    earlier: Sequence[str] = (),
 ) -> Judged | None:
     """Drift if a function the spec adds exists with another meaning.
 
     One with another body is someone else's code: never taken as done,
-    never replaced.
+    never replaced. One that means what an earlier version of this tool
+    wrote (`earlier`) is this edit, applied.
     """
     for function in existing:
-        if not same_meaning(function.node, source):
+        if not any(same_meaning(function.node, known) for known in (source, *earlier)):
             how = where_it_differs(function.node, source)  # type: ignore[arg-type]
             return drift(expected, f"a different `{function.name}` ({how}); {remedy}")
     return None
 
 
 def method_before(
-    cls: Found, source: str, anchor: str, *, expected: str, remedy: str
+    cls: Found,
+    source: str,
+    anchor: str,
+    *,
+    expected: str,
+    remedy: str,
+    earlier: Sequence[str] = (),
 ) -> Judged:
     """Judge a method the spec adds right before the method `anchor`.
 
     An existing method of that name counts as applied only if it is the only
-    one and means what `source` does; `expected` and `remedy` tell the user
-    what the spec's does and what to do about theirs. The site: the anchor
-    when pending, the method when applied.
+    one and means what `source` does, or what an earlier version of this
+    tool wrote (`earlier`: a tree that version patched is reverted, and
+    left alone by apply); `expected` and `remedy` tell the user what the
+    spec's does and what to do about theirs. The site: the anchor when
+    pending, the method when applied.
     """
     name = function_of(source).name
     where = cls.name
     existing = cls.defs(name)
     if len(existing) > 1:
         return drift(f"at most one {where}.{name}", f"{len(existing)}")
-    refused = other_version(existing, source, expected, remedy)
+    refused = other_version(existing, source, expected, remedy, earlier)
     if refused is not None:
         return refused
     if existing:

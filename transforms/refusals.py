@@ -83,6 +83,10 @@ def {QUANTIZED}(self) -> None:
         )
 '''
 
+#: What earlier versions of this tool wrote: their message named 0.33.0.
+#: A tree they patched holds this edit, to be reverted or left as it is.
+QUANTIZED_EARLIER = (QUANTIZED_SOURCE.replace("vLLM 0.31.0 is", "vLLM 0.33.0 is"),)
+
 VOCABULARY = "_refuse_dflash2_vocabulary_mismatch"
 VOCABULARY_ANCHOR = "_is_default_v2_model_runner_model"
 VOCABULARY_SOURCE = f'''\
@@ -214,7 +218,13 @@ def _config_parts(source: Source) -> tuple[Found, Found] | Judged:
 
 
 def _refusal(
-    source: Source, method: Hunk, name: str, anchor: str, call: Hunk, after: bool
+    source: Source,
+    method: Hunk,
+    name: str,
+    anchor: str,
+    call: Hunk,
+    after: bool,
+    earlier: tuple[str, ...] = (),
 ) -> dict[str, Judged]:
     parts = _config_parts(source)
     if isinstance(parts, Judged):
@@ -227,6 +237,7 @@ def _refusal(
             anchor,
             expected=f"{CONFIG_CLASS}.{name} as the backport writes it",
             remedy="remove or rename it",
+            earlier=earlier,
         ),
         call.name: statement_beside(
             post_init,
@@ -240,7 +251,8 @@ def _refusal(
 
 def judge_quantized(source: Source) -> dict[str, Judged]:
     return _refusal(
-        source, QUANTIZED_METHOD, QUANTIZED, QUANTIZED_ANCHOR, QUANTIZED_CALL, after=False
+        source, QUANTIZED_METHOD, QUANTIZED, QUANTIZED_ANCHOR, QUANTIZED_CALL, after=False,
+        earlier=QUANTIZED_EARLIER,
     )
 
 

@@ -197,6 +197,18 @@ def test_a_refusal_written_on_fewer_lines_is_applied_and_reverted_by_meaning() -
     assert_reverted_exactly(QuantizedDraft, otherwise, CONFIG)
 
 
+def test_a_refusal_an_earlier_version_wrote_naming_0_33_0_is_applied_and_reverted() -> None:
+    """Earlier versions of the tool named 0.33.0 as the first release to
+    serve quantized drafts (0.31.0 is): a tree they patched must not read
+    as drift, or the tool could no longer take out its own edit."""
+    earlier = swap(QUANTIZED_APPLIED, "vLLM 0.31.0 is the first", "vLLM 0.33.0 is the first")
+    assert set(verdicts(QuantizedDraft, earlier).values()) == {State.APPLIED}
+    assert_left_alone(QuantizedDraft, earlier)
+    assert_reverted_exactly(QuantizedDraft, earlier, CONFIG)
+    other = swap(QUANTIZED_APPLIED, "vLLM 0.31.0 is the first", "vLLM 0.32.0 is the first")
+    assert refusal(QuantizedDraft, other).edit == QuantizedDraft.EDIT.name
+
+
 # -- transformers_utils/configs/speculators/base.py ---------------------------------
 
 SPECULATORS = '''
