@@ -136,27 +136,14 @@ def install_hook(directory: Path) -> Path:
     return directory
 
 
-def run_tool(
-    args: list[str],
-    *,
-    hook: Path | None = None,
-    root: Path | None = None,
-    at: int = 0,
-    act: str = KILL,
-    match: str = "",
-    log: Path | None = None,
-    ops: str = "",
-    env: dict | None = None,
-    timeout: float = 120,
-    on_import: str = "",
-) -> subprocess.CompletedProcess:
+def run_tool(args: list[str], *, timeout: float = 120, **fault) -> subprocess.CompletedProcess:
     """Run `python -m dflash2_backport ARGS`, with the fault hook when given
-    (`on_import`: act as that module is imported, instead of at a call)."""
+    (the fault's keywords are `_environment`'s)."""
     return subprocess.run(
         [sys.executable, "-m", "dflash2_backport", *args],
         capture_output=True,
         text=True,
-        env=_environment(hook, root, at, act, match, log, ops, env, on_import),
+        env=_environment(**fault),
         timeout=timeout,
     )
 
@@ -181,6 +168,9 @@ def _environment(
     env: dict | None = None,
     on_import: str = "",
 ) -> dict:
+    """The subprocess's environment: `env` (else this one's), with the hook
+    on its path acting at call `at` of `ops` (those matching `match`) under
+    `root`, or as `on_import` is imported, and logging to `log`."""
     environment = dict(os.environ if env is None else env)
     if on_import:
         environment["FAULT_ON_IMPORT"] = on_import
