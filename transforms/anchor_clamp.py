@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from .edit import Edit, Fix, Hunk, Judged, Role, Site, applied, drift, pending
 from .gumbel import Functions
-from .judging import other_version
+from .judging import kept_while_used, other_version
 from .names import Readers, module_bindings
 from .source import Source
 
@@ -111,16 +111,7 @@ def before_undo(source: Source, to_undo: dict[str, Judged]) -> dict[str, Judged]
     """Other module code that calls the function would break without it."""
     leaving = [f.node for f in source.module.defs(NAME)]
     callers = Readers(source).of(NAME, leaving)
-    if not callers:
-        return {}
-    return {
-        HUNK.name: drift(
-            f"`{NAME}` called by nothing else in the module, so that it can go",
-            f"it called by {', '.join(callers)} (removing it would break "
-            + ("it" if len(callers) == 1 else "them")
-            + ")",
-        )
-    }
+    return kept_while_used(HUNK, NAME, callers, verb="called")
 
 
 ANCHOR_CLAMP = Edit(

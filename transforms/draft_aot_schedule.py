@@ -45,6 +45,7 @@ from __future__ import annotations
 import ast
 
 from .edit import Edit, Fix, Hunk, Judged, Role, applied, drift, exactly_one, pending
+from .judging import kept_while_used
 from .meaning import same_meaning
 from .names import Readers, attribute_setters, module_bindings, origin_words
 from .rewrites import Run, judge_run, run_site
@@ -169,16 +170,7 @@ def before_undo(source: Source, to_undo: dict[str, Judged]) -> dict[str, Judged]
     loop = to_undo.get(AOT_OFF.name)
     leaving = [source.at(p).node for p in loop.site.paths()] if loop and loop.site else []
     readers = Readers(source).of(NAME, leaving)
-    if not readers:
-        return {}
-    return {
-        IMPORT.name: drift(
-            f"`{NAME}` read by nothing else in the module, so that its import can go",
-            f"it read by {', '.join(readers)} (removing it would break "
-            + ("it" if len(readers) == 1 else "them")
-            + ")",
-        )
-    }
+    return kept_while_used(IMPORT, NAME, readers, what="its import")
 
 
 DRAFT_AOT_SCHEDULE = Edit(

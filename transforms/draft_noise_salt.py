@@ -58,6 +58,7 @@ from __future__ import annotations
 import textwrap
 
 from .edit import Edit, Fix, Hunk, Judged, Role, drift, exactly_one
+from .judging import kept_while_used
 from .names import Readers, binders
 from .rewrites import Run, judge_definition, judge_run
 from .source import Found, Source
@@ -455,16 +456,7 @@ def before_undo_gumbel(source: Source, to_undo: dict[str, Judged]) -> dict[str, 
         for path in judged.site.paths()
     ]
     readers = Readers(source).of(SALT, leaving)
-    if not readers:
-        return {}
-    return {
-        SALT_HUNK.name: drift(
-            f"`{SALT}` read by nothing else in the module, so that it can go",
-            f"it read by {', '.join(readers)} (removing it would break "
-            + ("it" if len(readers) == 1 else "them")
-            + ")",
-        )
-    }
+    return kept_while_used(SALT_HUNK, SALT, readers)
 
 
 def _method(source: Source, cls_name: str, name: str) -> Found | Judged:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable, Sequence
 
-from .edit import Judged, Site, applied, drift, exactly_one, pending
+from .edit import Hunk, Judged, Site, applied, drift, exactly_one, pending
 from .meaning import function_of, parsed, same_meaning, where_it_differs
 from .source import Found
 
@@ -120,3 +120,20 @@ def is_call_of(statement: ast.AST, owner: str, name: str) -> bool:
         and isinstance(statement.value, ast.Call)
         and is_attribute(statement.value.func, owner, name)
     )
+
+
+def kept_while_used(
+    hunk: Hunk, name: str, users: Sequence[str], *, verb: str = "read", what: str = "it"
+) -> dict[str, Judged]:
+    """Drift for a revert that would take `name` away (`what` goes: the
+    definition, or its import) while code it keeps, `users`, still uses it."""
+    if not users:
+        return {}
+    return {
+        hunk.name: drift(
+            f"`{name}` {verb} by nothing else in the module, so that {what} can go",
+            f"it {verb} by {', '.join(users)} (removing it would break "
+            + ("it" if len(users) == 1 else "them")
+            + ")",
+        )
+    }

@@ -52,6 +52,7 @@ if other code in gumbel.py reads it, that is drift.
 from __future__ import annotations
 
 from .edit import Edit, Fix, Hunk, Judged, Role, drift, exactly_one
+from .judging import kept_while_used
 from .names import Readers, binders
 from .rewrites import Run, judge_run
 from .source import Source
@@ -146,16 +147,7 @@ def before_undo_gumbel(source: Source, to_undo: dict[str, Judged]) -> dict[str, 
         return {}
     leaving = [source.at(path).node for path in judged.site.paths()]
     readers = Readers(source).of(NAME, leaving)
-    if not readers:
-        return {}
-    return {
-        STEP_SEED_HUNK.name: drift(
-            f"`{NAME}` read by nothing else in the module, so that it can go",
-            f"it read by {', '.join(readers)} (removing it would break "
-            + ("it" if len(readers) == 1 else "them")
-            + ")",
-        )
-    }
+    return kept_while_used(STEP_SEED_HUNK, NAME, readers)
 
 
 def judge_rejection(source: Source) -> dict[str, Judged]:
