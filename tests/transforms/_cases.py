@@ -60,6 +60,14 @@ def assert_reverted(transform: Transform, applied: str, reverted: str) -> None:
     assert set(verdicts(transform, reverted).values()) == {State.PENDING}
 
 
+def assert_applied_and_reverted_exactly(transform: Transform, source: str, back: str) -> None:
+    """`source`, the edit written some other way, is every hunk applied: the
+    codemod leaves it alone, and reverting it writes `back` byte for byte."""
+    assert_left_alone(transform, source)
+    assert set(verdicts(transform, source).values()) == {State.APPLIED}
+    assert_reverted_exactly(transform, source, back)
+
+
 def assert_reverted_exactly(transform: Transform, applied: str, expected: str) -> None:
     """Reverting `applied` writes `expected` byte for byte, and reverting
     that changes nothing."""

@@ -9,9 +9,9 @@ from dflash2_backport.transforms.vocabulary import State
 from dflash2_backport.transforms.writers.draft_aot_schedule import DraftAotSchedule
 
 from ._cases import (
+    assert_applied_and_reverted_exactly,
     assert_left_alone,
     assert_patched,
-    assert_reverted_exactly,
     crlf,
     output,
     refusal,
@@ -234,9 +234,7 @@ def test_pending_code_is_patched_then_left_alone_and_reverted_exactly(
 
 @pytest.mark.parametrize("source,back", ALREADY_APPLIED.values(), ids=ALREADY_APPLIED)
 def test_the_fix_written_otherwise_is_applied_and_reverts_exactly(source: str, back: str) -> None:
-    assert_left_alone(DraftAotSchedule, source)
-    assert set(verdicts(DraftAotSchedule, source).values()) == {State.APPLIED}
-    assert_reverted_exactly(DraftAotSchedule, source, back)
+    assert_applied_and_reverted_exactly(DraftAotSchedule, source, back)
 
 
 @pytest.mark.parametrize("source,hunk,found", DRIFT.values(), ids=DRIFT)

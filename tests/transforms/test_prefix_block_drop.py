@@ -13,9 +13,8 @@ from dflash2_backport.transforms.writers.prefix_block_drop import PrefixBlockDro
 from tests.wheels import vllm_source
 
 from ._cases import (
-    assert_left_alone,
+    assert_applied_and_reverted_exactly,
     assert_patched,
-    assert_reverted_exactly,
     crlf,
     output,
     refusal,
@@ -228,9 +227,7 @@ def test_pending_code_is_patched_then_left_alone_and_reverted_exactly(
 
 @pytest.mark.parametrize("source,back", ALREADY_APPLIED.values(), ids=ALREADY_APPLIED)
 def test_the_fix_written_otherwise_is_applied_and_reverts_exactly(source: str, back: str) -> None:
-    assert_left_alone(PrefixBlockDrop, source)
-    assert set(verdicts(PrefixBlockDrop, source).values()) == {State.APPLIED}
-    assert_reverted_exactly(PrefixBlockDrop, source, back)
+    assert_applied_and_reverted_exactly(PrefixBlockDrop, source, back)
 
 
 def test_a_fix_made_in_part_is_finished() -> None:
