@@ -255,6 +255,27 @@ SUMMARIES = [
      {"dflash2_swa_graph": engine("dflash2_swa_graph"),
       "pr_dflash2_swa_graph": engine("pr_dflash2_swa_graph")},
      {"dflash2_swa_graph counters (greedy) by tree (info)": None}, True),
+    ("in bfloat16 a variant's greedy tokens are reported, not judged",
+     {"base_swa_graph_bf16": engine("base_swa_graph_bf16"),
+      "dflash2_swa_graph_bf16": engine("dflash2_swa_graph_bf16",
+                                       greedy=[[5, 6, 7], [8, 9, 1]])},
+     {"info: greedy dflash2_swa_graph_bf16 vs base_swa_graph_bf16": None}, True),
+    ("a bfloat16 server is held to the bfloat16 offline draft, the target alone reported",
+     {"dflash2_eager_bf16": engine("dflash2_eager_bf16"),
+      "base_eager_bf16": engine("base_eager_bf16", greedy=[[5, 6, 7], [8, 9, 1]]),
+      "serve": {"dtype": "bfloat16", "errors": {}, "greedy": GREEDY,
+                "counters_greedy": COUNTERS}},
+     {"serve greedy == offline dflash2_eager_bf16": True,
+      "info: serve greedy vs offline base_eager_bf16": None}, True),
+    ("a bfloat16 server that differs from the bfloat16 offline draft fails",
+     {"dflash2_eager_bf16": engine("dflash2_eager_bf16"),
+      "serve": {"dtype": "bfloat16", "errors": {}, "greedy": [[5, 6, 7], [8, 9, 1]],
+                "counters_greedy": COUNTERS}},
+     {"serve greedy == offline dflash2_eager_bf16": False}, False),
+    ("each engine names the attention backend its layers run",
+     {"dflash2_eager_bf16": engine("dflash2_eager_bf16", attention={
+         "model.layers.0.self_attn.attn": "FLASH_ATTN (FA3)"})},
+     {"info: dflash2_eager_bf16: attention backend by layer": None}, True),
     ("a tree that refused at start fails the run",
      {"new_dflash2_graph": {"draft": "dflash2", "tree": "new", "errors": {
          "startup": "Traceback\nValueError: no DFlash2"}, "error": "exit 1: x"}},
@@ -343,6 +364,7 @@ __version__ = "0.27.1"
 import os
 from types import SimpleNamespace
 
+from torch.nn import Module
 from vllm.model_executor.models import qwen3_dflash2  # noqa: F401
 from vllm.v1.worker.gpu.model_runner import GPUModelRunner
 from vllm.v1.worker.gpu.spec_decode.dflash2.speculator import DFlash2Speculator
@@ -355,10 +377,24 @@ class SamplingParams:
         self.__dict__.update(kwargs)
 
 
+class FlashAttentionBackend:
+    @staticmethod
+    def get_name():
+        return "FLASH_ATTN"
+
+
+class Attention(Module):
+    def __init__(self, layer_name, version):
+        self.layer_name = layer_name
+        self.attn_backend = FlashAttentionBackend
+        self.impl = SimpleNamespace(vllm_flash_attn_version=version)
+
+
 class LLM:
     def __init__(self, **kwargs):
         if FAULT == "refuse":
             raise ValueError("max_model_len 2048 is longer than the draft's 256")
+        self.layers = [Attention("model.layers.0.self_attn.attn", 3)]
         self.llm_engine = SimpleNamespace(
             vllm_config=SimpleNamespace(use_v2_model_runner=True))
         self.draft = kwargs.get("speculative_config")
@@ -387,6 +423,9 @@ class LLM:
                 SimpleNamespace(name="vllm:spec_decode_num_accepted_tokens",
                                 value=self.steps)]
 ''',
+    # The one piece of torch the driver's introspection touches.
+    "torch/__init__.py": "from torch import nn\n",
+    "torch/nn.py": "class Module:\n    pass\n",
     "vllm/model_executor/__init__.py": "",
     "vllm/model_executor/models/__init__.py": "",
     "vllm/model_executor/models/qwen3_dflash2.py": "# written by dflash2-backport\n",
@@ -530,3 +569,99 @@ def test_twins_with_other_sampling_noise_are_held_to_the_same_distribution(
 def test_the_closure_and_the_newest_release_are_compared_by_distribution_only():
     assert set(driver.OTHER_NOISE) == {("closure", "new")}
     assert ("closure", "new") in driver.TWIN_COMPARISONS
+
+
+@pytest.mark.parametrize("attention, line", [
+    ({"model.layers.1.self_attn.attn": "FLASH_ATTN (FA3)",
+      "model.layers.0.self_attn.attn": "FLASH_ATTN (FA3)",
+      "draft.layers.0.self_attn.attn": "TRITON_ATTN"},
+     "FLASH_ATTN (FA3): model.layers.0.self_attn.attn, model.layers.1.self_attn.attn; "
+     "TRITON_ATTN: draft.layers.0.self_attn.attn"),
+    ({}, ""),
+])
+def test_the_attention_line_groups_layers_by_backend(attention, line):
+    assert driver.attention_by_backend(attention) == line
+
+
+@pytest.mark.parametrize("choices, prompts, tokens", [
+    ([{"index": 1, "token_ids": [3]}, {"index": 0, "token_ids": [1, 2]}], 2, [[1, 2], [3]]),
+    ([{"index": 0, "token_ids": [7]}], 1, [[7]]),
+    ([{"index": 0, "token_ids": [7]}], 2, ValueError),
+    ([{"index": 0, "token_ids": [7]}, {"index": 0, "token_ids": [8]}], 2, ValueError),
+])
+def test_a_served_completion_gives_each_prompts_tokens_in_prompt_order(
+        choices, prompts, tokens):
+    if tokens is ValueError:
+        with pytest.raises(ValueError):
+            driver.completion_tokens({"choices": choices}, prompts)
+    else:
+        assert driver.completion_tokens({"choices": choices}, prompts) == tokens
+
+
+@pytest.mark.parametrize("specs", [["closure"], ["nowhere=/x"], ["up=/a", "up=/b"],
+                                   ["up="]])
+def test_a_ready_file_names_one_known_tree(specs):
+    with pytest.raises(ValueError):
+        driver.ready_files(specs)
+
+
+def _run_fake(tmp_path, configs, *extra, timeout=120):
+    import subprocess
+
+    return subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gpu" / "driver.py"), "run",
+         "--out", str(tmp_path / "run"), "--phases", "check", "--configs", configs,
+         "--tree-0271", _fake_tree(tmp_path / "closure"),
+         "--tree-0271pr", str(tmp_path / "none"), "--tree-0280", str(tmp_path / "none"),
+         "--tree-new", str(tmp_path / "none"), "--site", str(tmp_path / "site"), *extra],
+        capture_output=True, text=True, timeout=timeout + 120)
+
+
+def test_engines_wait_for_their_trees_ready_file_and_then_run(tmp_path, monkeypatch):
+    import threading
+
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    ready = tmp_path / "venv.ready"
+    # The install ends while the run waits.
+    timer = threading.Timer(4.0, ready.touch)
+    timer.start()
+    try:
+        # Greedy-only configurations: the stand-in's sampled tokens ignore
+        # the temperature.
+        done = _run_fake(tmp_path, "base_longctx_graph,dflash2_longctx_graph",
+                         "--ready", f"closure={ready}", "--timeout", "120")
+    finally:
+        timer.cancel()
+    assert done.returncode == 0, done.stdout[-3000:]
+    waited = [line for line in done.stdout.splitlines() if "is there after" in line]
+    assert waited and int(waited[0].split("after ")[1].split(" s")[0]) >= 3, done.stdout
+    checks = json.loads((tmp_path / "run" / "summary.json").read_text())["checks"]
+    assert checks["greedy dflash2_longctx_graph == base_longctx_graph"]["pass"]
+    # Read off the engine's own attention layer.
+    assert checks["dflash2_longctx_graph: attention backend by layer (info)"]["figure"] == (
+        "FLASH_ATTN (FA3): model.layers.0.self_attn.attn")
+
+
+def test_an_engine_whose_ready_file_never_comes_is_reported_not_started(
+        tmp_path, monkeypatch):
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    done = _run_fake(tmp_path, "base_longctx_graph,dflash2_longctx_graph",
+                     "--ready", f"closure={tmp_path / 'never'}", "--timeout", "66")
+    assert done.returncode == 1, done.stdout[-3000:]
+    checks = json.loads((tmp_path / "run" / "summary.json").read_text())["checks"]
+    failed = checks["dflash2_longctx_graph: engine failed"]
+    assert not failed["pass"] and "never" in failed["figure"], failed
+
+
+@pytest.mark.parametrize("weights, passes", [(UNIFORM, True), (SKEWED, False)])
+def test_bfloat16_engines_get_the_chi_square_on_their_sampled_tokens(weights, passes):
+    results = {
+        "base_graph_bf16": {**engine("base_graph_bf16"),
+                            **_sampled_result(_tokens(1, UNIFORM))},
+        "dflash2_graph_bf16": {**engine("dflash2_graph_bf16"),
+                               **_sampled_result(_tokens(2, weights))},
+    }
+    checks, _ = driver.summarize(results)
+    key = (f"sampled dflash2_graph_bf16 ~ base_graph_bf16 (chi-square, every p > "
+           f"{driver.P_THRESHOLD})")
+    assert checks[key]["pass"] is passes

@@ -8,8 +8,11 @@
 # dflash2-backport, installed from its wheel into a venv of its own
 # (TOOL, default /tmp/ri/tool/bin/dflash2-backport), with --python naming the
 # interpreter of vLLM's venv (PY): --version, check, apply, check, verify,
-# verify --gpu with no --attention-backend (vLLM chooses), revert, apply,
-# check. Each command's output goes to RESULTS/tool-NN-NAME.txt (default
+# revert, apply, check, then verify --gpu with no --attention-backend (vLLM
+# chooses). verify --gpu comes last so that the tree is in its final state
+# while it runs: READY (if set) is touched before it, and the driver's
+# engines (`driver.py run --ready closure=READY`) start beside it instead of
+# after it. Each command's output goes to RESULTS/tool-NN-NAME.txt (default
 # $OUT, else /tmp/ri/results) with its exit status and wall time, and all of
 # them to RESULTS/tool-runs.txt. verify --gpu keeps its engines' logs in a
 # temporary directory it removes at the end; a watcher copies them out while
@@ -62,6 +65,10 @@ run check-before check --python "$py"
 run apply apply --python "$py"
 run check-after-apply check --python "$py"
 run verify-cpu verify --python "$py"
+run revert revert --python "$py"
+run apply-again apply --python "$py"
+run check-after-reapply check --python "$py"
+[ -n "${READY:-}" ] && touch "$READY"
 watch_engine_logs &
 watcher=$!
 # The engines log at WARNING unless VLLM_LOGGING_LEVEL says otherwise (the
@@ -76,6 +83,3 @@ wait $watcher 2>/dev/null
         "$results"/verify-gpu-engine-*.log 2>/dev/null | sed -E 's/^.*\] //' | sort | uniq -c
     echo
 } | tee -a "$all"
-run revert revert --python "$py"
-run apply-again apply --python "$py"
-run check-after-reapply check --python "$py"

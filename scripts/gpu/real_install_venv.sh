@@ -17,6 +17,8 @@
 #    real_install_probe.py in the venv: torch's CUDA build and libraries,
 #    FlashAttention 3's own extension, vLLM's platform.
 # 4. For 0.27.1: real_install.sh, the tool as a user runs it, on this venv.
+# STORE/venv-VERSION.ready marks a venv the driver may use (for 0.27.1,
+# once the tool has left it patched, before verify --gpu);
 # STORE/venv-VERSION.done or .failed marks the end; STORE/results/summary-VERSION.txt
 # holds what each step printed.
 set -u -o pipefail
@@ -76,10 +78,14 @@ step "pip-list-$version" "${pip[@]}" list -v
 step "probe-$version" "$venv/bin/python" "$here/real_install_probe.py"
 grep -E '^(torch|cuda|cudnn|nccl|fa3|vllm|platform|flashinfer|loaded)' \
     "$results/probe-$version.txt" | sed 's/^/    /' >> "$summary"
+# STORE/venv-VERSION.ready: the venv is installed and, for 0.27.1, patched by
+# the tool for good; the driver's engines may start on it (--ready).
 if [ "$version" = 0.27.1 ] && [ -z "${RI_NO_TOOL_RUNS:-}" ]; then
-    PY="$venv/bin/python" RESULTS=$results bash "$here/real_install.sh" \
-        > "$results/tool-runs-log.txt" 2>&1
+    READY="$store/venv-$version.ready" PY="$venv/bin/python" RESULTS=$results \
+        bash "$here/real_install.sh" > "$results/tool-runs-log.txt" 2>&1
     say "tool runs: exit $?"
+else
+    touch "$store/venv-$version.ready"
 fi
 touch "$store/venv-$version.done"
 say "done"
