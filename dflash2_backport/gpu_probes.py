@@ -45,7 +45,11 @@ JIT_TYPES = ("JITFunction", "Autotuner", "Heuristics")
 
 # The small checkpoints: the driver's greedy prompts, 64 new tokens each.
 MAX_TOKENS = 64
-SMALL_ENGINE_TIMEOUT = 300
+# The small engines start in about a minute once vLLM's kernels are built; the
+# first DFlash2 engine of a fresh install also has FlashInfer compile its
+# top-k kernel (seen on an H200 host: about three minutes alone, over five
+# beside other engines doing the same).
+SMALL_ENGINE_TIMEOUT = 600
 # The user's checkpoints: prompts of random token ids, seeded.
 USER_PROMPTS = 8
 USER_PROMPT_LENGTHS = (16, 128)
@@ -281,6 +285,7 @@ def run_engines(specs: dict, scratch: Path, bootstrap: str, together: bool,
                 deadline: float) -> dict:
     """Each spec in an engine process of this interpreter; their results."""
     results, running = {}, {}
+    budget = deadline - time.monotonic()
 
     def launch(name: str) -> None:
         spec_file = scratch / f"engine-{name}.json"
@@ -297,16 +302,25 @@ def run_engines(specs: dict, scratch: Path, bootstrap: str, together: bool,
 
     def collect(name: str) -> None:
         process, log = running.pop(name)
+        stopped = False
         try:
             process.wait(timeout=max(1.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+            stopped = True
         log.close()
         path = scratch / f"result-{name}.json"
         result = json.loads(path.read_text()) if path.exists() else {
             "seconds": {}, "errors": {}}
-        if process.returncode != 0 and not result.get("done"):
+        if stopped and not result.get("done"):
+            # Not a failure of the engine's own: say so, and what it was doing.
+            result["errors"].setdefault("process", (
+                f"still running when the time for the engines ran out "
+                f"({round(budget)} s), so it was stopped; run `verify --gpu` again "
+                f"(a first start may build kernels for minutes). Its log ends: "
+                f"{_log_tail(scratch / f'engine-{name}.log')}"))
+        elif process.returncode != 0 and not result.get("done"):
             result["errors"].setdefault("process", _log_error(
                 scratch / f"engine-{name}.log", process.returncode))
         results[name] = result
@@ -322,6 +336,12 @@ def run_engines(specs: dict, scratch: Path, bootstrap: str, together: bool,
             launch(name)
             collect(name)
     return results
+
+
+def _log_tail(log: Path) -> str:
+    lines = [line.strip() for line in log.read_text(errors="replace").splitlines()
+             if line.strip()]
+    return (lines or ["(empty)"])[-1][:300]
 
 
 def _log_error(log: Path, code: int) -> str:
@@ -497,7 +517,7 @@ def main(request_file: str, result_file: str) -> None:
             "attention_backend": request.get("attention_backend"), **common}
     specs = {"base": {**spec, "draft": None},
              "draft": {**spec, "draft": str(draft), "num_speculative_tokens": steps}}
-    # The small engines start in about a minute; a user's may load for long.
+    # A user's checkpoints may load for longer than the small ones start.
     budget = min(request["engine_timeout"], SMALL_ENGINE_TIMEOUT) if synthetic else (
         request["engine_timeout"])
     results = run_engines(specs, scratch, request["bootstrap"], together,

@@ -231,3 +231,23 @@ def test_the_worker_heap_is_read_whatever_classes_it_holds():
     seen = gpu_probes.worker_introspect()
     assert seen == {"speculators": {}, "model_runners": [], "draft_logits": None}
     assert held
+
+
+@pytest.mark.parametrize("engine_code, seconds, error", [
+    # Still starting when the engines' time runs out: stopped, and said so.
+    ("import time; print('compiling the top-k kernel', flush=True); time.sleep(60)", 3,
+     "still running when the time for the engines ran out (3 s), so it was stopped; "
+     "run `verify --gpu` again (a first start may build kernels for minutes). "
+     "Its log ends: compiling the top-k kernel"),
+    # A crash of its own: the error line of its log.
+    ("print('RuntimeError: CUDA out of memory', flush=True); raise SystemExit(1)", 30,
+     "RuntimeError: CUDA out of memory"),
+])
+def test_an_engine_that_does_not_finish_is_reported_by_what_stopped_it(
+        tmp_path, engine_code, seconds, error):
+    import time
+
+    results = gpu_probes.run_engines(
+        {"draft": {}}, tmp_path, engine_code, together=True,
+        deadline=time.monotonic() + seconds)
+    assert results["draft"]["errors"]["process"] == error
