@@ -970,16 +970,20 @@ def summarize(results: dict) -> tuple[dict, bool]:
         spec_r, base_r = results.get(spec, {}), results.get(base, {})
         if "greedy" not in spec_r or "greedy" not in base_r:
             return
-        g = compare_greedy(base_r["greedy"], spec_r["greedy"])
+        # Across graph/eager or in bf16 the target's own numerics differ:
+        # reported, not judged.
+        greedy_verdict(f"greedy {spec} == {base}", f"greedy {spec} vs {base}",
+                       base_r["greedy"], spec_r["greedy"], strict)
+
+    def greedy_verdict(judged: str, reported: str, reference: list, got: list,
+                       strict: bool, extra: str = "") -> None:
+        g = compare_greedy(reference, got)
         figure = (f"{g['equal_prompts']}/{g['prompts']} prompts identical over "
-                  f"{g['tokens']} tokens; diverged={g['diverged'][:8]}")
+                  f"{g['tokens']} tokens; diverged={g['diverged'][:8]}{extra}")
         if strict:
-            check(f"greedy {spec} == {base}",
-                  g["same_count"] and g["equal_prompts"] == g["prompts"], figure)
+            check(judged, g["same_count"] and g["equal_prompts"] == g["prompts"], figure)
         else:
-            # Across graph/eager or in bf16 the target's own numerics differ;
-            # reported, not judged.
-            info(f"greedy {spec} vs {base}", figure)
+            info(reported, figure)
 
     def sampled_pair(spec: str, base: str, reported: str | None = None) -> None:
         spec_r, base_r = results.get(spec, {}), results.get(base, {})
@@ -1123,16 +1127,12 @@ def summarize(results: dict) -> tuple[dict, bool]:
                     if "greedy" not in results.get(reference, {}):
                         info(f"serve greedy == offline {reference}", "offline run missing")
                         continue
-                    g = compare_greedy(results[reference]["greedy"], r["greedy"])
-                    figure = (f"{g['equal_prompts']}/{g['prompts']} prompts identical over "
-                              f"{g['tokens']} tokens; diverged={g['diverged'][:6]}; "
-                              f"healthy after {r.get('healthy_after_s')} s; "
-                              f"{r.get('requests', 'one request per prompt')}")
-                    if strict:
-                        check(f"serve greedy == offline {reference}",
-                              g["same_count"] and g["equal_prompts"] == g["prompts"], figure)
-                    else:
-                        info(f"serve greedy vs offline {reference}", figure)
+                    greedy_verdict(
+                        f"serve greedy == offline {reference}",
+                        f"serve greedy vs offline {reference}",
+                        results[reference]["greedy"], r["greedy"], strict,
+                        f"; healthy after {r.get('healthy_after_s')} s; "
+                        f"{r.get('requests', 'one request per prompt')}")
                 counters = r.get("counters_greedy", {})
                 check("serve: /metrics spec-decode counters move",
                       counters.get("num_drafts", 0) > 0
