@@ -73,7 +73,7 @@ def _rewrites(site: Path, direction: Direction) -> None:
         ]
         regions = writers.plan(source, judged, direction)
         assert regions is not None and regions.regions, path
-        assert rewrite_regions(text, judged, direction, regions) is not None, path
+        assert rewrite_regions(text, judged, direction, regions, writers.writer_for) is not None, path
         assert writers.rewrite(data, judged, direction, regions) == writers.rewrite(
             data, judged, direction
         ), path

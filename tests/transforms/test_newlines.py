@@ -14,7 +14,7 @@ from dflash2_backport.judge import judge
 from dflash2_backport.safe_files import decode_source
 from dflash2_backport.transforms.source import encoding_of
 from dflash2_backport.transforms.vocabulary import EditSet, State
-from dflash2_backport.transforms.writers.protocol import parse_module
+from dflash2_backport.transforms.writers.jobs import parse_module
 from tests.trees import TARGETS, make_site
 
 # -- the encoding --------------------------------------------------------------
