@@ -24,7 +24,7 @@ import pytest
 
 np = pytest.importorskip("numpy")
 
-from dflash2_backport.checkpoints import (  # noqa: E402
+from dflash2_backport.verification.checkpoints import (  # noqa: E402
     bf16_bits,
     read_safetensors_header,
     save_safetensors_bf16,

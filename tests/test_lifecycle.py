@@ -14,7 +14,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from dflash2_backport.cli import app
+from dflash2_backport.cli.main import app
 from tests.trees import INSTALLED, TARGETS, make_site, snapshot
 from tests.wheels import CACHE, vllm_source, vllm_wheel
 
