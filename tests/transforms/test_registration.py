@@ -233,42 +233,6 @@ def test_an_eighth_edit_takes_three_files_and_one_line(tmp_path: Path) -> None:
     assert target.read_bytes() == original
 
 
-def _checkout(destination: Path) -> Path:
-    """The project's files as a clean clone has them (no build leftovers,
-    which setuptools would pack into the wheel)."""
-    listed = subprocess.run(
-        ["git", "-C", str(REPOSITORY), "ls-files", "--cached", "--others", "--exclude-standard"],
-        check=True, capture_output=True, text=True,
-    ).stdout.splitlines()
-    for relative in listed:
-        if (REPOSITORY / relative).is_file():
-            (destination / relative).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPOSITORY / relative, destination / relative)
-    return destination
-
-
-def test_the_wheel_carries_every_judge_and_writer_under_the_one_package(tmp_path: Path) -> None:
-    """transforms/ and modules/ go in as dflash2_backport.transforms and
-    dflash2_backport.modules: the wheel adds one top-level package."""
-    import zipfile
-
-    checkout = _checkout(tmp_path / "checkout")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir",
-         str(tmp_path / "wheel"), str(checkout)],
-        check=True, capture_output=True,
-    )
-    (wheel,) = (tmp_path / "wheel").glob("dflash2_backport-*.whl")
-    names = set(zipfile.ZipFile(wheel).namelist())
-    top_level = {name.split("/")[0] for name in names if ".dist-info/" not in name}
-    assert top_level == {"dflash2_backport"}
-    for path in TRANSFORMS.rglob("*.py"):
-        assert f"dflash2_backport/transforms/{path.relative_to(TRANSFORMS)}" in names, path
-    modules = TRANSFORMS.parent / "modules"
-    for path in modules.rglob("*.py"):
-        assert f"dflash2_backport/modules/{path.relative_to(modules)}" in names, path
-
-
 def _imports(path: Path) -> set[str]:
     names = set()
     for node in ast.walk(ast.parse(path.read_text())):
