@@ -75,8 +75,8 @@ def test_a_rewrite_that_would_not_parse_is_refused_before_any_write(
 def test_the_commit_order_knows_every_file_the_edits_touch() -> None:
     from dflash2_backport.transforms import EDITS
 
-    from dflash2_backport.target.installer import SHIPPED
-    from dflash2_backport.target.layout import MODULE_FILES, SEAMS, SWITCHES
+    from dflash2_backport.vllm_tree.installer import SHIPPED
+    from dflash2_backport.vllm_tree.layout import MODULE_FILES, SEAMS, SWITCHES
 
     assert set(SEAMS + SWITCHES) == {edit.path for edit in EDITS}
     assert not set(SEAMS) & set(SWITCHES)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from dflash2_backport import __version__
-from dflash2_backport.target.locate import is_editable
+from dflash2_backport.vllm_tree.locate import is_editable
 
 TOOL = Path(sys.executable).with_name("dflash2-backport")
 

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dflash2_backport.cli.main import app
-from dflash2_backport.target.installer import (
+from dflash2_backport.vllm_tree.installer import (
     MARKER,
     SHIPPED,
     SHIPPED_BEFORE,

@@ -16,7 +16,7 @@ PACKAGE = Path(dflash2_backport.__file__).resolve().parent
 FOLDERS = [
     "utils",  # errors, signals, the files of a tree, colour
     "edits",  # the edits as the tool reaches them (transforms/), their vocabulary
-    "target",  # finding vLLM: where, which version, its files, RECORD, the new modules
+    "vllm_tree",  # finding vLLM: where, which version, its files, RECORD, the new modules
     "transaction",  # the commit, its lock, what it may write, recovery from a kill
     "engine",  # judging each file and planning what a command writes
     "verification",  # verify and verify --gpu, and the probes they run in vLLM

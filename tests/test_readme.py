@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from dflash2_backport.target.installer import SHIPPED, shipped_source
+from dflash2_backport.vllm_tree.installer import SHIPPED, shipped_source
 from tests.test_interpreter import TOOL
 from tests.trees import make_site
 
@@ -131,8 +131,8 @@ def _pending_on_a_pristine_tree(tmp_path: Path) -> tuple[int, str]:
 
 
 def test_every_number_in_the_quick_start_is_what_the_tool_says(tmp_path: Path) -> None:
-    from dflash2_backport.target.triage import FIRST_UPSTREAM
     from dflash2_backport.verification.verify import Check, Verification, render
+    from dflash2_backport.vllm_tree.triage import FIRST_UPSTREAM
     from tests.runtime.env import VLLM_VERSIONS
     from tests.runtime.test_runtime_verify import CHECKS
 

@@ -116,7 +116,7 @@ def test_no_record_is_no_refusal_but_the_report_says_pip_will_not_know(site: Pat
 
 
 def test_the_marker_counts_only_in_a_module_s_header(site: Path) -> None:
-    from dflash2_backport.target.installer import MARKER
+    from dflash2_backport.vllm_tree.installer import MARKER
 
     path = site / INSTALLED[0]
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -229,7 +229,7 @@ def _execute(
     fail_if_changed: bool,
     only_pr: bool = False,
 ):
-    from ..target.triage import TargetKind, Triage, locate, triage
+    from ..vllm_tree.triage import TargetKind, Triage, locate, triage
     from . import outcome
 
     target = locate(site_packages, root, python)
@@ -244,7 +244,6 @@ def _execute(
     from ..edits.verdicts import EditSet
     from ..engine.plan import finishing_plan as plan_to_finish
     from ..engine.plan import make_plan
-    from ..target.record import record_of
     from ..transaction import recovery
     from ..transaction.commit import (
         commit,
@@ -256,6 +255,7 @@ def _execute(
     from ..transaction.owned import Owned
     from ..utils.errors import Interrupted
     from ..utils.safe_files import Tree
+    from ..vllm_tree.record import record_of
 
     edit_set = (
         EditSet.NONE if command == "revert" else EditSet.PR if only_pr else EditSet.ALL
@@ -436,8 +436,8 @@ def verify(
 
 
 def _verify(python, json_output, gpu, target, draft, attention_backend) -> None:
-    from ..target.triage import locate
     from ..utils.errors import Interrupted
+    from ..vllm_tree.triage import locate
 
     try:
         if not gpu and (target or draft or attention_backend):

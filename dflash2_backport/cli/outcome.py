@@ -19,8 +19,8 @@ from ..edits.verdicts import Direction, EditReport, EditSet, State
 
 if TYPE_CHECKING:
     from ..engine.plan import Plan
-    from ..target.triage import Target
     from ..utils.errors import Interrupted
+    from ..vllm_tree.triage import Target
 
 
 class Action(enum.Enum):

@@ -24,7 +24,7 @@ from .outcome import Action, Outcome
 
 if TYPE_CHECKING:
     from ..engine.plan import Plan
-    from ..target.triage import Target
+    from ..vllm_tree.triage import Target
 
 _NAME_WIDTH = 20
 

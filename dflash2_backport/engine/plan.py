@@ -12,12 +12,12 @@ import dataclasses
 from pathlib import Path
 
 from ..edits.verdicts import Direction, EditReport, EditSet, State
-from ..target import record
-from ..target.installer import ModulePlan, plan_module_removal, plan_modules
-from ..target.layout import commit_rank
 from ..transaction.commit import Change, Intent, digest, read_intent
 from ..transaction.owned import Owned
 from ..utils.safe_files import Tree, read_regular
+from ..vllm_tree import record
+from ..vllm_tree.installer import ModulePlan, plan_module_removal, plan_modules
+from ..vllm_tree.layout import commit_rank
 from .judge import JudgedFile, judge
 
 

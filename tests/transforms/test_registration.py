@@ -21,7 +21,7 @@ from dflash2_backport.transforms.vocabulary import Direction
 from dflash2_backport.transforms.writers import Writer, writer_for
 
 import dflash2_backport
-from dflash2_backport.target import layout
+from dflash2_backport.vllm_tree import layout
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 TRANSFORMS = REPOSITORY / "transforms"
@@ -161,7 +161,7 @@ import json, sys
 sys.path.insert(0, sys.argv[1])
 import dflash2_backport
 assert dflash2_backport.__file__.startswith(sys.argv[1]), dflash2_backport.__file__
-from dflash2_backport.target import layout
+from dflash2_backport.vllm_tree import layout
 from dflash2_backport.cli.main import app
 if sys.argv[2] == "lists":
     print(json.dumps({
