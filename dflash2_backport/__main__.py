@@ -3,10 +3,10 @@
 
 def main() -> None:
     # Signals first: typer and the tool's modules take a while to import.
-    from . import interrupts
+    from .utils import interrupts
 
     interrupts.stop_before_start()
-    from .cli import main as run
+    from .cli.main import main as run
 
     run()
 

@@ -23,7 +23,7 @@ Then the start-up cost of typer: a warm `check` of a patched tree, in venvs
 that hold this checkout with typer 0.28.0 and with the newest typer pip
 picks (0.29 and later import pydantic to parse options), each as the console
 script runs it (the plain command line, which skips typer's parser:
-cli._plain_call) and through typer's parser. `--only typer` runs this part
+cli.main._plain_call) and through typer's parser. `--only typer` runs this part
 alone.
 """
 
@@ -155,7 +155,7 @@ def this_checkout() -> Path:
 OLD_TYPER = "0.28.0"
 THROUGH_TYPER = (
     "import sys; sys.argv[0] = 'dflash2-backport'\n"
-    "from dflash2_backport.cli import app\n"
+    "from dflash2_backport.cli.main import app\n"
     "app(prog_name='dflash2-backport')\n"
 )
 

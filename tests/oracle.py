@@ -44,7 +44,7 @@ def closure_patched(site: Path, scratch: Path) -> Path:
     (tests/transforms, tests/runtime)."""
     from typer.testing import CliRunner
 
-    from dflash2_backport.cli import app
+    from dflash2_backport.cli.main import app
 
     seeded = seed_patched(site, scratch)
     result = CliRunner().invoke(app, ["apply", "--site-packages", str(seeded)])

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from dflash2_backport.cli import app
+from dflash2_backport.cli.main import app
 from dflash2_backport.edits import EDITS
 from tests.test_interpreter import TOOL, bare_venv
 from tests.trees import INSTALLED, make_site, snapshot
@@ -371,7 +371,7 @@ def test_a_write_failing_part_way_restores_every_file(
 ) -> None:
     """A full disk while staging, or a rename failing half-way through the
     commit: either way every file is as it was, and no staged file is left."""
-    from dflash2_backport import commit
+    from dflash2_backport.transaction import commit
 
     real = getattr(os, failing)
     calls = []

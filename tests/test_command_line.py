@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from dflash2_backport import cli
+from dflash2_backport.cli import main as cli
 from tests.test_interpreter import TOOL
 
 PLAIN = {
@@ -76,7 +76,7 @@ def test_a_plain_check_is_answered_without_building_typers_command(tmp_path: Pat
         "import sys, typer.main\n"
         "def refuse(*a, **k): raise SystemExit('typer built the command')\n"
         "typer.main.get_command = refuse\n"
-        "from dflash2_backport.cli import main\n"
+        "from dflash2_backport.cli.main import main\n"
         "sys.argv = ['dflash2-backport', 'check', '--root', sys.argv[1]]\n"
         "main()\n"
     )

@@ -331,7 +331,7 @@ def test_ctrl_c_while_planning_writes_nothing_and_says_so(trees: dict) -> None:
 
 
 @pytest.mark.parametrize("name", ["SIGINT", "SIGTERM"])
-@pytest.mark.parametrize("module", ["typer", "dflash2_backport.cli"])
+@pytest.mark.parametrize("module", ["typer", "dflash2_backport.cli.main"])
 @pytest.mark.parametrize("command", ["check", "apply", "revert"])
 def test_a_signal_while_the_command_line_loads_stops_with_one_line_and_writes_nothing(
     trees: dict, command: str, module: str, name: str
@@ -513,7 +513,7 @@ def test_what_is_not_a_plain_file_is_refused_by_name_and_nothing_written(
 
 
 def test_a_second_writer_waits_naming_the_holder_then_plans_again(trees: dict) -> None:
-    from dflash2_backport.lock import TreeLock
+    from dflash2_backport.transaction.lock import TreeLock
 
     site = trees["site"]
     lock = TreeLock(site, "apply")
@@ -532,7 +532,7 @@ def test_a_second_writer_waits_naming_the_holder_then_plans_again(trees: dict) -
 
 
 def test_a_writer_gives_up_after_the_timeout_and_writes_nothing(trees: dict) -> None:
-    from dflash2_backport.lock import TreeLock
+    from dflash2_backport.transaction.lock import TreeLock
 
     site = trees["site"]
     with TreeLock(site, "revert") as lock:
@@ -553,7 +553,7 @@ def test_check_while_a_writer_holds_the_tree_says_who_and_writes_nothing(trees: 
         ["apply", "--site-packages", str(site)], hook=trees["hook"], root=site, at=6, act=KILL
     )
     assert killed.returncode == -signal.SIGKILL
-    from dflash2_backport.lock import TreeLock
+    from dflash2_backport.transaction.lock import TreeLock
 
     with TreeLock(site, "apply") as lock:
         lock.acquire(5, lambda _: None)
@@ -668,7 +668,7 @@ def test_the_records_own_staged_copy_is_swept_when_no_record_was_written(trees: 
 def test_recovery_waits_for_the_lock_and_never_finishes_a_live_writers_commit(
     trees: dict,
 ) -> None:
-    from dflash2_backport.lock import TreeLock
+    from dflash2_backport.transaction.lock import TreeLock
 
     site = trees["site"]
     _kill_as_it_replaces(trees, REGISTRY)

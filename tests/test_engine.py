@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from dflash2_backport.cli import app
+from dflash2_backport.cli.main import app
 from dflash2_backport.edits import transforms
-from dflash2_backport.engine import make_plan
+from dflash2_backport.engine.plan import make_plan
 from tests.trees import TARGETS, make_site, snapshot
 
 pytestmark = pytest.mark.wheels
@@ -73,9 +73,10 @@ def test_a_rewrite_that_would_not_parse_is_refused_before_any_write(
 
 
 def test_the_commit_order_knows_every_file_the_edits_touch() -> None:
-    from dflash2_backport.installer import SHIPPED
-    from dflash2_backport.layout import MODULE_FILES, SEAMS, SWITCHES
     from dflash2_backport.transforms import EDITS
+
+    from dflash2_backport.vllm_tree.installer import SHIPPED
+    from dflash2_backport.vllm_tree.layout import MODULE_FILES, SEAMS, SWITCHES
 
     assert set(SEAMS + SWITCHES) == {edit.path for edit in EDITS}
     assert not set(SEAMS) & set(SWITCHES)

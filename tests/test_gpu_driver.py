@@ -26,7 +26,7 @@ def _load_driver():
 
 
 driver = _load_driver()
-from dflash2_backport import checkpoints  # noqa: E402
+from dflash2_backport.verification import checkpoints  # noqa: E402
 
 MODELS = {"target": "T", "dflash2": "D2", "dflash1": "D1", "dflash2_swa": "SWA",
           "dflash2_short": "SHORT", "dflash2_spread": "SPREAD", "prompts": "P"}

@@ -24,19 +24,10 @@ import pytest
 
 np = pytest.importorskip("numpy")
 
-from dflash2_backport import speed_stats  # noqa: E402
-from dflash2_backport.checkpoints import (  # noqa: E402
+from dflash2_backport.verification.checkpoints import (  # noqa: E402
     bf16_bits,
     read_safetensors_header,
     save_safetensors_bf16,
-)
-from dflash2_backport.speed_models import (  # noqa: E402
-    SPEED_SHAPES,
-    draft_tensors,
-    parameter_count,
-    residual_scale,
-    target_tensors,
-    write_speed_models,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,6 +47,15 @@ speed = _load("speed")
 import speed_engine  # noqa: E402
 import speed_plan as plan  # noqa: E402
 import speed_report  # noqa: E402
+import speed_stats  # noqa: E402
+from speed_models import (  # noqa: E402
+    SPEED_SHAPES,
+    draft_tensors,
+    parameter_count,
+    residual_scale,
+    target_tensors,
+    write_speed_models,
+)
 
 kernel_speed = _load("kernel_speed")
 spells = _load("spells")

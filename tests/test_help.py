@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from dflash2_backport import __version__
-from dflash2_backport.locate import is_editable
+from dflash2_backport.vllm_tree.locate import is_editable
 
 TOOL = Path(sys.executable).with_name("dflash2-backport")
 
@@ -115,7 +115,7 @@ COLOUR_CASES = {
 def test_state_words_are_coloured_only_on_a_terminal_without_no_color(
     monkeypatch: pytest.MonkeyPatch, tty: bool, environ: dict, shown: str
 ) -> None:
-    from dflash2_backport.style import paint
+    from dflash2_backport.utils.style import paint
 
     for name in ("NO_COLOR", "TERM"):
         monkeypatch.delenv(name, raising=False)

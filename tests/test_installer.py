@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from dflash2_backport.cli import app
-from dflash2_backport.installer import (
+from dflash2_backport.cli.main import app
+from dflash2_backport.vllm_tree.installer import (
     MARKER,
     SHIPPED,
     SHIPPED_BEFORE,

@@ -13,11 +13,11 @@ import pytest
 from typer.testing import CliRunner
 
 import dflash2_backport
-from dflash2_backport import judge as judge_module
-from dflash2_backport.cli import app
-from dflash2_backport.errors import BackportError
-from dflash2_backport.judge import judge
-from dflash2_backport.verdicts import Direction, State
+from dflash2_backport.cli.main import app
+from dflash2_backport.edits.verdicts import Direction, State
+from dflash2_backport.engine import judge as judge_module
+from dflash2_backport.engine.judge import judge
+from dflash2_backport.utils.errors import BackportError
 from tests.trees import TARGETS, make_site, snapshot
 
 pytestmark = pytest.mark.wheels
@@ -150,7 +150,7 @@ def test_a_changed_codemod_judges_the_files_again(site: Path, tmp_path: Path) ->
     probe = (
         "import sys; sys.path.insert(0, sys.argv[1]); import dflash2_backport\n"
         "assert dflash2_backport.__file__.startswith(sys.argv[1]), dflash2_backport.__file__\n"
-        "from dflash2_backport.cli import app\n"
+        "from dflash2_backport.cli.main import app\n"
         "app(['check', '--site-packages', sys.argv[2]], prog_name='dflash2-backport')\n"
     )
 
@@ -186,8 +186,8 @@ def test_a_source_checkout_reaches_the_codemods_without_installing(
         )
     probe = (
         "import sys; sys.path.insert(0, sys.argv[1])\n"
-        "from dflash2_backport.judge import judge\n"
-        "from dflash2_backport.verdicts import Direction\n"
+        "from dflash2_backport.engine.judge import judge\n"
+        "from dflash2_backport.edits.verdicts import Direction\n"
         "files = judge(__import__('pathlib').Path(sys.argv[2]), False, Direction.APPLY)\n"
         "print(sorted({e.state.value for f in files for e in f.edits}))\n"
     )
@@ -272,7 +272,7 @@ def test_a_dflash2_entry_in_another_table_is_refused_both_ways(site: Path) -> No
 
 PROBE = (
     "import sys\n"
-    "from dflash2_backport.cli import app\n"
+    "from dflash2_backport.cli.main import app\n"
     "try:\n"
     "    app(['check', '--site-packages', sys.argv[1]], prog_name='dflash2-backport')\n"
     "except SystemExit as exit:\n"

@@ -14,7 +14,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from dflash2_backport.cli import app
+from dflash2_backport.cli.main import app
+from tests.checkout import copy_of_the_project
 from tests.trees import INSTALLED, TARGETS, make_site, snapshot
 from tests.wheels import CACHE, vllm_source, vllm_wheel
 
@@ -207,15 +208,7 @@ def _git(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProc
 @pytest.fixture(scope="module")
 def hook_repository(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """This project's working tree as a git repository pre-commit can clone."""
-    clone = tmp_path_factory.mktemp("hook-repo")
-    listed = subprocess.run(
-        ["git", "-C", str(REPOSITORY), "ls-files", "--cached", "--others", "--exclude-standard"],
-        check=True, capture_output=True, text=True,
-    ).stdout.splitlines()
-    for relative in listed:
-        if (REPOSITORY / relative).is_file():
-            (clone / relative).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPOSITORY / relative, clone / relative)
+    clone = copy_of_the_project(tmp_path_factory.mktemp("hook-repo"))
     _git(clone, "init", "--quiet")
     _git(clone, "add", "--all")
     _git(clone, "commit", "--quiet", "--message", "snapshot")

@@ -18,10 +18,14 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from dflash2_backport import interrupts
-from dflash2_backport.cli import app
-from dflash2_backport.errors import BackportError, Interrupted
-from dflash2_backport.lock import TreeLock, lock_path, timeout_from_environment
+from dflash2_backport.cli.main import app
+from dflash2_backport.transaction.lock import (
+    TreeLock,
+    lock_path,
+    timeout_from_environment,
+)
+from dflash2_backport.utils import interrupts
+from dflash2_backport.utils.errors import BackportError, Interrupted
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 

@@ -93,7 +93,7 @@ def test_a_read_only_file_is_refused_saying_what_to_do(tmp_path: Path) -> None:
         "import os, sys\n"
         f"real = os.access\nos.access = lambda p, m, **k: False if str(p) == {str(registry)!r} "
         "else real(p, m, **k)\n"
-        "from dflash2_backport.cli import main\n"
+        "from dflash2_backport.cli.main import main\n"
         "sys.argv = ['dflash2-backport', 'apply', '--site-packages', sys.argv[1]]\nmain()\n"
     )
     before = snapshot(site)
@@ -184,7 +184,7 @@ def test_verifys_failure_line_gives_apply_with_the_python_that_was_given(
 def test_verify_gpus_failure_line_gives_verify_and_check_with_the_python_given() -> None:
     # Without a GPU `verify --gpu` stops before any check: its hint, as
     # `verify` prints it after a failed check.
-    from dflash2_backport.gpu_verify import hint
+    from dflash2_backport.verification.gpu_verify import hint
 
     assert hint(("--python", "/srv/my env/bin/python")) == (
         "`dflash2-backport verify --python '/srv/my env/bin/python'` (on the CPU) and "

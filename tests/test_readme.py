@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from dflash2_backport.installer import SHIPPED, shipped_source
+from dflash2_backport.vllm_tree.installer import SHIPPED, shipped_source
 from tests.test_interpreter import TOOL
 from tests.trees import make_site
 
@@ -131,8 +131,8 @@ def _pending_on_a_pristine_tree(tmp_path: Path) -> tuple[int, str]:
 
 
 def test_every_number_in_the_quick_start_is_what_the_tool_says(tmp_path: Path) -> None:
-    from dflash2_backport.target import FIRST_UPSTREAM
-    from dflash2_backport.verify import Check, Verification, render
+    from dflash2_backport.verification.verify import Check, Verification, render
+    from dflash2_backport.vllm_tree.triage import FIRST_UPSTREAM
     from tests.runtime.env import VLLM_VERSIONS
     from tests.runtime.test_runtime_verify import CHECKS
 
@@ -213,7 +213,7 @@ def test_the_other_edit_set_line_the_readme_shows_is_what_check_prints(tmp_path:
 
 
 def test_the_readme_gives_the_pre_commit_command_the_check_hook_names() -> None:
-    from dflash2_backport.cli import PRE_COMMIT_FIX
+    from dflash2_backport.cli.main import PRE_COMMIT_FIX
 
     assert f"    {PRE_COMMIT_FIX}\n" in section("pre-commit, for a fork")
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from dflash2_backport.cli import app
+from dflash2_backport.cli.main import app
 from tests.test_interpreter import bare_venv
 from tests.trees import INSTALLED, TARGETS, make_site, snapshot
 
@@ -116,7 +116,7 @@ def test_no_record_is_no_refusal_but_the_report_says_pip_will_not_know(site: Pat
 
 
 def test_the_marker_counts_only_in_a_module_s_header(site: Path) -> None:
-    from dflash2_backport.installer import MARKER
+    from dflash2_backport.vllm_tree.installer import MARKER
 
     path = site / INSTALLED[0]
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -16,6 +16,7 @@ import pytest
 
 from dflash2_backport import __version__
 from dflash2_backport.build_info import vcs_commit
+from tests.checkout import copy_of_the_project
 
 pytestmark = pytest.mark.wheels
 
@@ -28,19 +29,6 @@ def git(repository: Path, *args: str) -> str:
          *args],
         check=True, capture_output=True, text=True,
     ).stdout.strip()
-
-
-def copy_of_the_project(destination: Path) -> Path:
-    """This project's files (tracked and new, not ignored), as a clone has them."""
-    listed = subprocess.run(
-        ["git", "-C", str(REPOSITORY), "ls-files", "--cached", "--others", "--exclude-standard"],
-        check=True, capture_output=True, text=True,
-    ).stdout.splitlines()
-    for relative in listed:
-        if (REPOSITORY / relative).is_file():
-            (destination / relative).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPOSITORY / relative, destination / relative)
-    return destination
 
 
 @pytest.fixture(scope="module")

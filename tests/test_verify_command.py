@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from dflash2_backport import interrupts, verify
-from dflash2_backport.errors import Interrupted
+from dflash2_backport.utils import interrupts
+from dflash2_backport.utils.errors import Interrupted
+from dflash2_backport.verification import verify
 from tests.test_interpreter import TOOL, bare_venv, tool
 
 BROKEN = "raise RuntimeError('this vllm is broken on purpose')\n"

@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from dflash2_backport import gpu_probes
+from dflash2_backport.verification import gpu_probes
 
 GREEDY = [[5, 6, 7, 8], [9, 10, 11, 12]]
 BASE = {

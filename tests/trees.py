@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 from dflash2_backport.edits import transforms
-from dflash2_backport.layout import MODULE_FILES
+from dflash2_backport.vllm_tree.layout import MODULE_FILES
 from tests.wheels import vllm_source
 
 #: The files the edits touch, in the order of their declarations, and the

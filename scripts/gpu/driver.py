@@ -83,14 +83,18 @@ import numpy as np
 
 # The checkpoint writer lives in the package, where `verify --gpu` uses it too.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from dflash2_backport.checkpoints import (  # noqa: E402
+from dflash2_backport.verification.checkpoints import (  # noqa: E402
     BENCH_BATCH,
     BENCH_PROMPT,
     SHAPES,
     write_models,
 )
-from dflash2_backport.gpu_probes import counter_delta as _delta  # noqa: E402
-from dflash2_backport.gpu_probes import spec_counters as _spec_counters  # noqa: E402
+from dflash2_backport.verification.gpu_probes import (
+    counter_delta as _delta,  # noqa: E402
+)
+from dflash2_backport.verification.gpu_probes import (
+    spec_counters as _spec_counters,  # noqa: E402
+)
 
 GREEDY_TOKENS = 64
 TEMPERATURES = (0.7, 1.3)

@@ -8,7 +8,7 @@ GPU-bound target (Qwen3-8B's shape) at two known acceptance rates.
     python3 scripts/gpu/speed.py report --run DIR [--copy-to OUT]
     python3 scripts/gpu/speed.py plan
 
-`models` writes the checkpoints (dflash2_backport/speed_models.py) once per
+`models` writes the checkpoints (speed_models.py) once per
 machine. `run` starts each engine of a round in its own process, one after
 another, alone on the GPU: `base` and `dflash2` on 0.27.1 (/tmp/vt),
 `up_base` and `up_dflash2` on 0.28.0 (/tmp/vt28), versions alternated and
@@ -37,6 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from speed_engine import run_engine  # noqa: E402
+from speed_models import write_speed_models  # noqa: E402
 from speed_plan import (  # noqa: E402
     CELLS,
     ENGINES,
@@ -52,8 +53,6 @@ from speed_plan import (  # noqa: E402
     round_order,
 )
 from speed_report import copy_run, engine_timings, report, timing_line  # noqa: E402
-
-from dflash2_backport.speed_models import write_speed_models  # noqa: E402
 
 MIN_ENGINE_S = 150.0
 

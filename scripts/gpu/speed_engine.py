@@ -80,7 +80,7 @@ def run_engine(args) -> None:
     import vllm
     from vllm import LLM, SamplingParams
 
-    from dflash2_backport.gpu_probes import counter_delta, spec_counters
+    from dflash2_backport.verification.gpu_probes import counter_delta, spec_counters
 
     result["vllm_file"] = vllm.__file__
     result["timings"]["import_s"] = round(time.time() - started, 1)

@@ -3,7 +3,7 @@ each engine repeats, and the order of a round."""
 
 from __future__ import annotations
 
-from dflash2_backport.speed_models import PROMPT_TOKENS, SPEED_SHAPES
+from speed_models import PROMPT_TOKENS, SPEED_SHAPES
 
 SHAPE = "8b"
 # engine: (tree, draft); trees as driver.py names them.

@@ -10,9 +10,8 @@ import re
 from pathlib import Path
 
 import numpy as np
+import speed_stats
 from speed_plan import CELLS, LOADS
-
-from dflash2_backport import speed_stats
 
 TIMING_PATTERNS = {
     "load_s": r"Model loading took [\d.]+ GiB(?: memory)? and ([\d.]+) seconds",

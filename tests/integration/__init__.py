@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typer.testing import CliRunner
 
-from dflash2_backport.cli import app
+from dflash2_backport.cli.main import app
 
 _runner = CliRunner()
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from dflash2_backport.cli import app
+from dflash2_backport.cli.main import app
 from tests.integration import variants
 from tests.oracle import seed_patched
 from tests.trees import TARGETS, make_site, snapshot

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from dflash2_backport.judge import judge
-from dflash2_backport.verdicts import Direction, State
+from dflash2_backport.edits.verdicts import Direction, State
+from dflash2_backport.engine.judge import judge
 from tests.integration import variants
 from tests.integration.test_drift_suite import COSMETIC_CASES
 from tests.trees import TARGETS, make_site
@@ -58,10 +58,11 @@ def test_a_semantic_variant_drifts_alike_for_check_and_apply(name: str, tmp_path
 
 def _rewrites(site: Path, direction: Direction) -> None:
     """Each file rewritten in its regions and whole: the same bytes."""
-    from dflash2_backport.edits import transforms
-    from dflash2_backport.safe_files import decode_source
     from dflash2_backport.transforms import writers
     from dflash2_backport.transforms.writers.regions import rewrite_regions
+
+    from dflash2_backport.edits import transforms
+    from dflash2_backport.utils.safe_files import decode_source
 
     for path in TARGETS:
         data = (site / path).read_bytes()
@@ -73,7 +74,7 @@ def _rewrites(site: Path, direction: Direction) -> None:
         ]
         regions = writers.plan(source, judged, direction)
         assert regions is not None and regions.regions, path
-        assert rewrite_regions(text, judged, direction, regions) is not None, path
+        assert rewrite_regions(text, judged, direction, regions, writers.writer_for) is not None, path
         assert writers.rewrite(data, judged, direction, regions) == writers.rewrite(
             data, judged, direction
         ), path
@@ -85,7 +86,7 @@ def test_rewriting_the_touched_regions_writes_what_rewriting_whole_files_writes(
 ) -> None:
     from typer.testing import CliRunner
 
-    from dflash2_backport.cli import app
+    from dflash2_backport.cli.main import app
 
     pristine = make_site("0.27.1", tmp_path / "pristine")
     site = make_site("0.27.1", tmp_path / "variant")

@@ -15,7 +15,7 @@ import json
 
 import pytest
 
-from dflash2_backport.probes import check_registry
+from dflash2_backport.verification.probes import check_registry
 from tests.runtime.tiny_configs import DFLASH1_CAUSAL, DFLASH1_DRAFTS
 
 pytestmark = pytest.mark.runtime

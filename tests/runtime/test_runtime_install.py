@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from dflash2_backport import layout
+from dflash2_backport.vllm_tree import layout
 from tests.runtime import env as runtime_env
 from tests.wheels import vllm_wheel
 

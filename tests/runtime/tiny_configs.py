@@ -2,13 +2,13 @@
 
 No weights: the runtime checks build configs, registries and single layers,
 never load a checkpoint. The configs are the ones `dflash2-backport verify`
-writes (dflash2_backport/probes.py), so the tests and the command probe the
-same models.
+writes (dflash2_backport/verification/probes.py), so the tests and the
+command probe the same models.
 """
 
 from __future__ import annotations
 
-from dflash2_backport.probes import (  # noqa: F401 -- re-exported for the tests
+from dflash2_backport.verification.probes import (  # noqa: F401 -- re-exported for the tests
     DFLASH1_CAUSAL,
     DFLASH1_DRAFTS,
     DFLASH2_DRAFT,

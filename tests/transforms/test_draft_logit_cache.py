@@ -1,9 +1,10 @@
 import pytest
-
-from dflash2_backport.verdicts import Direction
-from dflash2_backport.transforms.vocabulary import State
+from dflash2_backport.transforms.draft_logit_cache import DRAFT_LOGIT_CACHE
 from dflash2_backport.transforms.meaning import same_meaning
+from dflash2_backport.transforms.vocabulary import State
 from dflash2_backport.transforms.writers.draft_logit_cache import DraftLogitCache
+
+from dflash2_backport.edits.verdicts import Direction
 
 from ._cases import (
     assert_left_alone,
@@ -16,7 +17,6 @@ from ._cases import (
     swapped,
     verdicts,
 )
-from dflash2_backport.transforms.draft_logit_cache import DRAFT_LOGIT_CACHE
 
 BUFFER_HUNK, HOOK_HUNK = (h.name for h in DRAFT_LOGIT_CACHE.hunks)
 

@@ -8,13 +8,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
-from dflash2_backport.errors import BackportError
-from dflash2_backport.judge import judge
-from dflash2_backport.safe_files import decode_source
 from dflash2_backport.transforms.source import encoding_of
 from dflash2_backport.transforms.vocabulary import EditSet, State
-from dflash2_backport.transforms.writers.protocol import parse_module
+from dflash2_backport.transforms.writers.jobs import parse_module
+
+from dflash2_backport.engine.judge import judge
+from dflash2_backport.utils.errors import BackportError
+from dflash2_backport.utils.safe_files import decode_source
 from tests.trees import TARGETS, make_site
 
 # -- the encoding --------------------------------------------------------------

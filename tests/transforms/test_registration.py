@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-import dflash2_backport
-from dflash2_backport import layout
 from dflash2_backport.transforms import DECLARATIONS, EDITS, catalogue
 from dflash2_backport.transforms import edit as declarations
 from dflash2_backport.transforms.source import Source
 from dflash2_backport.transforms.vocabulary import Direction
 from dflash2_backport.transforms.writers import Writer, writer_for
+
+import dflash2_backport
+from dflash2_backport.vllm_tree import layout
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 TRANSFORMS = REPOSITORY / "transforms"
@@ -161,8 +161,8 @@ import json, sys
 sys.path.insert(0, sys.argv[1])
 import dflash2_backport
 assert dflash2_backport.__file__.startswith(sys.argv[1]), dflash2_backport.__file__
-from dflash2_backport import layout
-from dflash2_backport.cli import app
+from dflash2_backport.vllm_tree import layout
+from dflash2_backport.cli.main import app
 if sys.argv[2] == "lists":
     print(json.dumps({
         "seams": layout.SEAMS, "targets": layout.TARGET_FILES,
@@ -233,42 +233,6 @@ def test_an_eighth_edit_takes_three_files_and_one_line(tmp_path: Path) -> None:
     assert target.read_bytes() == original
 
 
-def _checkout(destination: Path) -> Path:
-    """The project's files as a clean clone has them (no build leftovers,
-    which setuptools would pack into the wheel)."""
-    listed = subprocess.run(
-        ["git", "-C", str(REPOSITORY), "ls-files", "--cached", "--others", "--exclude-standard"],
-        check=True, capture_output=True, text=True,
-    ).stdout.splitlines()
-    for relative in listed:
-        if (REPOSITORY / relative).is_file():
-            (destination / relative).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPOSITORY / relative, destination / relative)
-    return destination
-
-
-def test_the_wheel_carries_every_judge_and_writer_under_the_one_package(tmp_path: Path) -> None:
-    """transforms/ and modules/ go in as dflash2_backport.transforms and
-    dflash2_backport.modules: the wheel adds one top-level package."""
-    import zipfile
-
-    checkout = _checkout(tmp_path / "checkout")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir",
-         str(tmp_path / "wheel"), str(checkout)],
-        check=True, capture_output=True,
-    )
-    (wheel,) = (tmp_path / "wheel").glob("dflash2_backport-*.whl")
-    names = set(zipfile.ZipFile(wheel).namelist())
-    top_level = {name.split("/")[0] for name in names if ".dist-info/" not in name}
-    assert top_level == {"dflash2_backport"}
-    for path in TRANSFORMS.rglob("*.py"):
-        assert f"dflash2_backport/transforms/{path.relative_to(TRANSFORMS)}" in names, path
-    modules = TRANSFORMS.parent / "modules"
-    for path in modules.rglob("*.py"):
-        assert f"dflash2_backport/modules/{path.relative_to(modules)}" in names, path
-
-
 def _imports(path: Path) -> set[str]:
     names = set()
     for node in ast.walk(ast.parse(path.read_text())):
@@ -281,7 +245,7 @@ def _imports(path: Path) -> set[str]:
 
 def test_only_the_writers_import_libcst_and_the_edits_import_nothing_of_the_tool() -> None:
     package = Path(dflash2_backport.__file__).parent
-    for path in [*package.glob("*.py"), *TRANSFORMS.glob("*.py")]:
+    for path in [*package.rglob("*.py"), *TRANSFORMS.glob("*.py")]:
         assert "libcst" not in _imports(path), path
     for path in TRANSFORMS.rglob("*.py"):
         assert "dflash2_backport" not in _imports(path), path
@@ -291,10 +255,10 @@ def test_only_the_writers_import_libcst_and_the_edits_import_nothing_of_the_tool
 
 
 def test_explain_says_each_hunks_place_reason_and_code() -> None:
+    from dflash2_backport.transforms.registry import ENTRY_VALUE, HUNK
     from typer.testing import CliRunner
 
-    from dflash2_backport.cli import app
-    from dflash2_backport.transforms.registry import ENTRY_VALUE, HUNK
+    from dflash2_backport.cli.main import app
 
     result = CliRunner().invoke(app, ["--explain", "registry"])
     assert result.exit_code == 0
@@ -306,7 +270,7 @@ def test_explain_says_each_hunks_place_reason_and_code() -> None:
 def test_explain_of_an_unknown_edit_names_the_known_ones() -> None:
     from typer.testing import CliRunner
 
-    from dflash2_backport.cli import app
+    from dflash2_backport.cli.main import app
 
     result = CliRunner().invoke(app, ["--explain", "regsitry"])
     assert result.exit_code == 2
@@ -318,7 +282,7 @@ def test_explain_of_an_unknown_edit_names_the_known_ones() -> None:
 def test_the_json_report_gives_each_hunks_why(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from dflash2_backport.cli import app
+    from dflash2_backport.cli.main import app
     from tests.trees import make_site
 
     site = make_site("0.27.1", tmp_path / "site")

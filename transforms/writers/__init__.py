@@ -14,7 +14,8 @@ import libcst as cst
 from ..edit import Edit, Judged
 from ..source import encoding_of
 from ..vocabulary import Goal
-from .protocol import EditRefused, Misjudged, Writer, parse_module, rewrite_order
+from .jobs import parse_module, rewrite_order
+from .protocol import EditRefused, Misjudged, Writer
 from .regions import Regions, plan, rewrite_regions
 from .resolve import SiteMoved
 
@@ -54,7 +55,7 @@ def rewrite(
     encoding = encoding_of(data)
     text = data.decode(encoding)
     if regions is not None:
-        patched = rewrite_regions(text, judged, goal, regions)
+        patched = rewrite_regions(text, judged, goal, regions, writer_for)
         if patched is not None:
             return patched.encode(encoding)
     try:

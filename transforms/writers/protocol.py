@@ -25,30 +25,17 @@ which takes longer to load than a target file takes to parse, on every
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Sequence
 from typing import ClassVar, TypeVar
 
 import libcst as cst
 
-from ..edit import Edit, Hunk, Judged, Site
-from ..source import BLOCKS, Source
-from ..vocabulary import Direction, Goal, HunkVerdict, State
+from ..edit import Edit, Hunk, Site
+from ..source import Source
+from ..vocabulary import Direction, HunkVerdict, State
+from .jobs import parse_module
+from .regions import plan, rewrite_regions
 
 Statement = TypeVar("Statement", bound=cst.BaseStatement)
-
-
-def parse_module(text: str) -> cst.Module:
-    """libcst's tree of a file or of part of one, printing back as `text`.
-
-    libcst's parser takes a text that ends in a bare CR (a file whose lines
-    end in CR alone) for one without a final newline, and prints it back
-    without it: the file would lose its last newline, and a region
-    (regions.py) the one between its last line and the next.
-    """
-    tree = cst.parse_module(text)
-    if text.endswith("\r") and not tree.has_trailing_newline:
-        return tree.with_changes(has_trailing_newline=True)
-    return tree
 
 
 class EditRefused(Exception):
@@ -86,7 +73,6 @@ class Writer:
         """Judge the module, refuse on drift, else rewrite it as the engine
         does (its regions only) and check the result."""
         from .. import misjudged
-        from .regions import plan, rewrite_regions
 
         text = tree.code
         source = Source(text)
@@ -97,7 +83,7 @@ class Writer:
             raise EditRefused(self.EDIT.name, self.EDIT.path, drifted)
         regions = plan(source, judgement, self.direction)
         assert regions is not None, "the sites fit in regions"
-        result = rewrite_regions(text, judgement, self.direction, regions)
+        result = rewrite_regions(text, judgement, self.direction, regions, lambda _: type(self))
         assert result is not None, "the regions read as the whole file"
         if result != text:
             problem = misjudged(result, judgement, self.direction)
@@ -151,28 +137,6 @@ class Writer:
 
     def expression(self, source: str) -> cst.BaseExpression:
         return cst.parse_expression(source, config=self.module.config_for_parsing)
-
-
-def order(site: Site) -> tuple:
-    """Where a site is in the file: hunks are rewritten from the last to the
-    first, so that no rewrite moves a statement a later one goes to."""
-    return tuple((BLOCKS.index(step.field), step.index) for step in site.path)
-
-
-def rewrite_order(
-    judged: Sequence[tuple[Edit, dict[str, Judged]]], goal: Goal
-) -> list[tuple[Edit, Hunk, Site, Direction]]:
-    """The hunks the goal rewrites, each with its edit's direction, last in
-    the file first (whatever their directions: a rewrite moves only what
-    follows it)."""
-    jobs = []
-    for edit, hunks in judged:
-        direction = goal.of(edit)
-        for hunk in edit.hunks:
-            found = hunks[hunk.name]
-            if found.state is direction.rewrites and found.site is not None:
-                jobs.append((edit, hunk, found.site, direction))
-    return sorted(jobs, key=lambda job: order(job[2]), reverse=True)  # type: ignore[arg-type]
 
 
 def _in_file_newlines(source: str, config: cst.PartialParserConfig) -> str:

@@ -30,14 +30,14 @@ import ast
 import dataclasses
 import re
 import tokenize
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import libcst as cst
 
 from ..edit import Edit, Judged
 from ..source import Path, Source, Step
 from ..vocabulary import Goal
-from .protocol import parse_module, rewrite_order
+from .jobs import parse_module, rewrite_order
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
@@ -232,11 +232,11 @@ def rewrite_regions(
     judged: Sequence[tuple[Edit, dict[str, Judged]]],
     goal: Goal,
     regions: Regions,
+    writer_for: Callable[[Edit], type],
 ) -> str | None:
-    """`text` with each region rewritten; None where a region would not read
-    as the whole file does (then the file is parsed whole)."""
-    from . import writer_for
-
+    """`text` with each region rewritten by the writers `writer_for` gives;
+    None where a region would not read as the whole file does (then the file
+    is parsed whole)."""
     newline, indent = regions.newline, regions.indent
     lines = _LINE.findall(text)
     starts = [0]

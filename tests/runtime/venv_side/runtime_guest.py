@@ -18,7 +18,9 @@ from typing import Any
 # The probes `dflash2-backport verify` runs, from the checkout: the pristine
 # venv has no dflash2-backport installed, and the tests must judge the same
 # code the command ships.
-PROBES_FILE = Path(__file__).resolve().parents[3] / "dflash2_backport" / "probes.py"
+PROBES_FILE = (
+    Path(__file__).resolve().parents[3] / "dflash2_backport" / "verification" / "probes.py"
+)
 
 
 def _load_probes():

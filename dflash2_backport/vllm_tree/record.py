@@ -15,7 +15,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from .errors import BackportError
+from ..utils.errors import BackportError
 
 
 def dist_info(root: Path) -> Path | None:

@@ -15,12 +15,12 @@ import shlex
 import traceback
 from typing import TYPE_CHECKING
 
-from .verdicts import Direction, EditReport, EditSet, State
+from ..edits.verdicts import Direction, EditReport, EditSet, State
 
 if TYPE_CHECKING:
-    from .engine import Plan
-    from .errors import Interrupted
-    from .target import Target
+    from ..engine.plan import Plan
+    from ..utils.errors import Interrupted
+    from ..vllm_tree.triage import Target
 
 
 class Action(enum.Enum):

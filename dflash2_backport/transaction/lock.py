@@ -41,9 +41,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
-from . import interrupts
-from .errors import BackportError
-from .safe_files import Tree, kind_of
+from ..utils import interrupts
+from ..utils.errors import BackportError
+from ..utils.safe_files import Tree, kind_of
 
 LOCK_NAME = ".dflash2-backport.lock"
 DEFAULT_TIMEOUT_S = 300.0

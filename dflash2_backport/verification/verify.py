@@ -26,9 +26,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import interrupts
-from .errors import BackportError
-from .style import paint
+from ..utils import interrupts
+from ..utils.errors import BackportError
+from ..utils.style import paint
 
 PROBES = Path(__file__).resolve().with_name("probes.py")
 TIMEOUT = 300

@@ -27,11 +27,11 @@ import os
 import signal
 from pathlib import Path
 
+from ..edits import EDITS, transforms
+from ..edits.verdicts import EditReport, Goal, State
+from ..utils.errors import BackportError
+from ..utils.safe_files import decode_source, read_regular
 from . import verdict_cache
-from .edits import EDITS, transforms
-from .errors import BackportError
-from .safe_files import decode_source, read_regular
-from .verdicts import EditReport, Goal, State
 
 Source = transforms.source.Source
 #: Each edit of one file with its judged hunks, as the judges give them.

@@ -10,10 +10,10 @@ from __future__ import annotations
 import difflib
 from typing import TYPE_CHECKING
 
-from .safe_files import decode_source
+from ..utils.safe_files import decode_source
 
 if TYPE_CHECKING:
-    from .engine import Plan
+    from ..engine.plan import Plan
 
 # The mode git gives a regular file that is not executable, which is what
 # the tool creates (it copies the mode of vllm/__init__.py).

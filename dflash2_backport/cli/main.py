@@ -16,7 +16,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .errors import BackportError
+from ..utils.errors import BackportError
 
 app = typer.Typer(
     add_completion=False,
@@ -191,8 +191,9 @@ def _run(
 ) -> int:
     """Every way a run can end becomes one outcome: 0 and 1 as documented,
     2 with one message for anything that stops the tool."""
-    from . import interrupts, outcome
-    from .errors import Interrupted
+    from ..utils import interrupts
+    from ..utils.errors import Interrupted
+    from . import outcome
     from .report import Report
 
     report = Report(command, json_output, diff_only_on_stdout=diff or diff_modules)
@@ -228,8 +229,8 @@ def _execute(
     fail_if_changed: bool,
     only_pr: bool = False,
 ):
+    from ..vllm_tree.triage import TargetKind, Triage, locate, triage
     from . import outcome
-    from .target import TargetKind, Triage, locate, triage
 
     target = locate(site_packages, root, python)
     report.target = target
@@ -240,16 +241,21 @@ def _execute(
         return outcome.upstream_ships(target)
     # Imported late: the checks above need no parser, and a target that
     # upstream already serves is answered without loading the judge.
-    from . import recovery
-    from .commit import commit, intent_path, interrupted_command, interrupted_message
-    from .errors import Interrupted
-    from .engine import finishing_plan as plan_to_finish
-    from .engine import make_plan
-    from .lock import TreeLock, timeout_from_environment, writer_active
-    from .owned import Owned
-    from .record import record_of
-    from .safe_files import Tree
-    from .verdicts import EditSet
+    from ..edits.verdicts import EditSet
+    from ..engine.plan import finishing_plan as plan_to_finish
+    from ..engine.plan import make_plan
+    from ..transaction import recovery
+    from ..transaction.commit import (
+        commit,
+        intent_path,
+        interrupted_command,
+        interrupted_message,
+    )
+    from ..transaction.lock import TreeLock, timeout_from_environment, writer_active
+    from ..transaction.owned import Owned
+    from ..utils.errors import Interrupted
+    from ..utils.safe_files import Tree
+    from ..vllm_tree.record import record_of
 
     edit_set = (
         EditSet.NONE if command == "revert" else EditSet.PR if only_pr else EditSet.ALL
@@ -421,7 +427,7 @@ def verify(
     """Prove at run time that vLLM resolves, configures and dispatches DFlash2:
     on the CPU, or with --gpu in the real engine on this machine's GPU. Exit 0
     when every check passes, 2 otherwise."""
-    from . import interrupts
+    from ..utils import interrupts
 
     # A signal ends the probes (and any engine they started) before the
     # command stops, and the temporary directory with them.
@@ -430,8 +436,8 @@ def verify(
 
 
 def _verify(python, json_output, gpu, target, draft, attention_backend) -> None:
-    from .errors import Interrupted
-    from .target import locate
+    from ..utils.errors import Interrupted
+    from ..vllm_tree.triage import locate
 
     try:
         if not gpu and (target or draft or attention_backend):
@@ -439,7 +445,7 @@ def _verify(python, json_output, gpu, target, draft, attention_backend) -> None:
         if (target is None) != (draft is None):
             raise BackportError("--target and --draft go together: name both checkpoints")
         if target is not None:
-            from .gpu_verify import checkpoint_dir
+            from ..verification.gpu_verify import checkpoint_dir
 
             target, draft = checkpoint_dir(target, "--target"), checkpoint_dir(draft, "--draft")
         located = locate(None, None, python)
@@ -447,14 +453,14 @@ def _verify(python, json_output, gpu, target, draft, attention_backend) -> None:
         # A hint repeats the interpreter as it was given.
         options = ("--python", str(python)) if python is not None else ()
         if gpu:
-            from .gpu_verify import hint, run_gpu
+            from ..verification.gpu_verify import hint, run_gpu
 
             verification = run_gpu(interpreter, target, draft, attention_backend)
         else:
-            from .verify import hint, run
+            from ..verification.verify import hint, run
 
             verification = run(interpreter)
-        from .verify import render
+        from ..verification.verify import render
 
         verification = dataclasses.replace(verification, hint=hint(options))
 
@@ -471,8 +477,8 @@ def _verify(python, json_output, gpu, target, draft, attention_backend) -> None:
 
 def _version(value: bool) -> None:
     if value:
-        from . import __version__
-        from .build_info import version_line
+        from .. import __version__
+        from ..build_info import version_line
 
         print(version_line(__version__))
         raise typer.Exit(0)
@@ -481,7 +487,7 @@ def _version(value: bool) -> None:
 def _explain(name: Optional[str]) -> None:
     if name is None:
         return
-    from .edits import catalogue
+    from ..edits import catalogue
 
     text = catalogue().explain(name)
     if text is None:

@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .errors import BackportError
+from ..utils.errors import BackportError
 from .verify import (
     _BOOTSTRAP,
     Verification,

@@ -21,11 +21,11 @@ import enum
 import re
 from pathlib import Path
 
-from .errors import BackportError
+from ..utils.errors import BackportError
+from ..utils.safe_files import read_regular
 from .installer import upstream_ships_dflash2
 from .locate import Found, ask, editable_source
 from .record import dist_info
-from .safe_files import read_regular
 
 SUPPORTED_SERIES = (0, 27)
 FIRST_UPSTREAM = (0, 28, 0)

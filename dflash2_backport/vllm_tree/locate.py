@@ -16,7 +16,7 @@ import os
 import sys
 from pathlib import Path
 
-from .errors import BackportError
+from ..utils.errors import BackportError
 
 # Runs in the target interpreter with `-c`, so it must stand alone and keep to
 # what Python 3.8 understands. The current directory is dropped from sys.path:
@@ -189,7 +189,7 @@ def is_editable(direct_url: str | None) -> bool:
 
 def editable_source(dist_info: Path) -> Path | None:
     """The source directory of an editable install, from its direct_url.json."""
-    from .safe_files import read_regular
+    from ..utils.safe_files import read_regular
 
     # Read like a target: a FIFO here would block a plain open() forever.
     data = read_regular(dist_info / "direct_url.json")

@@ -11,14 +11,14 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from . import record
-from .commit import Change, Intent, digest, read_intent
-from .installer import ModulePlan, plan_module_removal, plan_modules
+from ..edits.verdicts import Direction, EditReport, EditSet, State
+from ..transaction.commit import Change, Intent, digest, read_intent
+from ..transaction.owned import Owned
+from ..utils.safe_files import Tree, read_regular
+from ..vllm_tree import record
+from ..vllm_tree.installer import ModulePlan, plan_module_removal, plan_modules
+from ..vllm_tree.layout import commit_rank
 from .judge import JudgedFile, judge
-from .layout import commit_rank
-from .owned import Owned
-from .safe_files import Tree, read_regular
-from .verdicts import Direction, EditReport, EditSet, State
 
 
 @dataclasses.dataclass(frozen=True)

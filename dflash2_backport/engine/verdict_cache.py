@@ -21,8 +21,8 @@ import os
 import tempfile
 from pathlib import Path
 
-from . import __version__
-from .verdicts import EditReport
+from .. import __version__
+from ..edits.verdicts import EditReport
 
 
 def _directory() -> Path:

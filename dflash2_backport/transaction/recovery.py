@@ -29,12 +29,15 @@ import dataclasses
 import errno
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Generic, Protocol, TypeVar
 
+from ..utils.errors import BackportError
+from ..utils.safe_files import Tree
 from .commit import (
     INTENT,
+    Change,
     Intent,
     Phase,
     digest,
@@ -43,24 +46,33 @@ from .commit import (
     remove_bytecode,
     remove_intent,
 )
-from .errors import BackportError
 from .owned import Owned
-from .safe_files import Tree
 
-if TYPE_CHECKING:
-    from .engine import Plan
+
+class Finishing(Protocol):
+    """What this module reads of the plan that finishes an interrupted
+    command (the engine's `Plan`, which the caller makes)."""
+
+    @property
+    def refused(self) -> bool: ...
+
+    @property
+    def changes(self) -> Sequence[Change]: ...
+
+
+PlanT = TypeVar("PlanT", bound=Finishing)
 
 
 @dataclasses.dataclass(frozen=True)
-class Leftover:
+class Leftover(Generic[PlanT]):
     intent: Intent
     #: For a commit that had begun renaming: the plan that completes it.
-    finishing: Plan | None
+    finishing: PlanT | None
 
 
 def examine(
-    root: Path, owned: Owned, plan_for: Callable[[Intent], Plan]
-) -> Leftover | None:
+    root: Path, owned: Owned, plan_for: Callable[[Intent], PlanT]
+) -> Leftover[PlanT] | None:
     """The interrupted commit, checked; None when there is none. Reads only."""
     where = root / INTENT
     with Tree(root) as tree:
@@ -94,7 +106,7 @@ def examine(
     return Leftover(intent, finishing)
 
 
-def clear(root: Path, leftover: Leftover) -> None:
+def clear(root: Path, leftover: Leftover[Finishing]) -> None:
     """Remove what the interrupted run staged, and, when it had renamed
     nothing, its record and the directories it created. A commit that had
     begun renaming keeps its record until the commit that finishes it

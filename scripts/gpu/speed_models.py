@@ -3,8 +3,8 @@ draft at its width, random bfloat16 weights built so that greedy drafts are
 accepted at two known rates.
 
 The target is close to a bigram model over two cycles of tokens, as the
-small checkpoints' is (dflash2_backport/checkpoints.py); the draft's selector
-encodes each cycle with deliberate wrong edges:
+small checkpoints' is (dflash2_backport/verification/checkpoints.py); the
+draft's selector encodes each cycle with deliberate wrong edges:
 
     high  a0 > a1 > ... > a5 > a0 in the target; the draft walks a0 ... a5
           and then guesses b0. From anchor a0 it proposes a1..a5 (accepted)
@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dflash2_backport.checkpoints import (
+from dflash2_backport.verification.checkpoints import (
     GAMMA,
     RESIDUAL,
     SELECTOR_GAIN,

@@ -18,9 +18,9 @@ import hashlib
 from importlib import resources
 from pathlib import Path
 
-from .errors import BackportError
-from .safe_files import read_regular
-from .verdicts import State
+from ..edits.verdicts import State
+from ..utils.errors import BackportError
+from ..utils.safe_files import read_regular
 
 MARKER = b"# Backported to vLLM 0.27.1 by dflash2-backport."
 #: The line that keeps a tree's own version of a module in place.

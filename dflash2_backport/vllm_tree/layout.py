@@ -9,7 +9,7 @@ from __future__ import annotations
 import os.path
 import re
 
-from .edits import transforms
+from ..edits import transforms
 
 #: Files whose hunks only add what nothing reaches yet: seams, helpers and
 #: hooks. Patched on their own they change no behaviour of vLLM 0.27.1.

@@ -14,9 +14,9 @@ from __future__ import annotations
 import dataclasses
 import stat
 
-from .errors import BackportError
-from .layout import MODULE_FILES, TARGET_FILES
-from .safe_files import Tree
+from ..utils.errors import BackportError
+from ..utils.safe_files import Tree
+from ..vllm_tree.layout import MODULE_FILES, TARGET_FILES
 
 
 def _creatable_directories() -> tuple[str, ...]:

@@ -6,7 +6,7 @@ nothing of the tool; this is where the tool takes it from.
 
 from __future__ import annotations
 
-from .edits import transforms
+from . import transforms
 
 Direction = transforms.vocabulary.Direction
 EditReport = transforms.vocabulary.EditReport

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import importlib
 
+_TOOL = __name__.rpartition(".")[0]
+
 try:
-    transforms = importlib.import_module(f"{__package__}.transforms")
+    transforms = importlib.import_module(f"{_TOOL}.transforms")
 except ModuleNotFoundError as missing:
-    if missing.name != f"{__package__}.transforms":
+    if missing.name != f"{_TOOL}.transforms":
         raise
     transforms = importlib.import_module("transforms")
 

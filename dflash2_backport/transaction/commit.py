@@ -42,10 +42,11 @@ import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from . import __version__, interrupts
-from .errors import BackportError, Interrupted
+from .. import __version__
+from ..utils import interrupts
+from ..utils.errors import BackportError, Interrupted
+from ..utils.safe_files import Tree
 from .owned import Owned
-from .safe_files import Tree
 
 INTENT = "vllm/.dflash2-backport-intent.json"
 STAGED_SUFFIX = ".dflash2-backport-new"

@@ -17,14 +17,14 @@ import re
 import sys
 from typing import TYPE_CHECKING
 
-from . import __version__
+from .. import __version__
+from ..edits.verdicts import Direction, State
+from ..utils.style import paint
 from .outcome import Action, Outcome
-from .style import paint
-from .verdicts import Direction, State
 
 if TYPE_CHECKING:
-    from .engine import Plan
-    from .target import Target
+    from ..engine.plan import Plan
+    from ..vllm_tree.triage import Target
 
 _NAME_WIDTH = 20
 

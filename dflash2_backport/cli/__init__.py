@@ -1,0 +1,1 @@
+"""The commands, their outcome, report and `--diff`: the top of the tool."""

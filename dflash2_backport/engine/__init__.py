@@ -1,0 +1,1 @@
+"""Judging each file and planning what a command writes."""
