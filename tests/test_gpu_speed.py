@@ -1473,3 +1473,30 @@ def test_a_report_of_mixed_backends_says_so_in_its_header(tmp_path, capsys):
         "attention backend: MIXED, the figures compare unlike engines: FLASH_ATTN: "
         "up_dflash2 round 2; TRITON_ATTN: base round 1, base round 2, dflash2 round 1, "
         "dflash2 round 2, up_base round 1, up_base round 2, up_dflash2 round 1")
+
+
+def test_a_pending_round_runs_what_earlier_calls_left_in_the_rounds_order(tmp_path, capsys):
+    # 0.28.0's engines die at once
+    where = _fake_engines(tmp_path, {"vt28": 0}, names=("vt", "vt28", "vtnew"))
+    speed.main(["run", *where, "--round", "2", "--reps", "1",
+                "--engines", "up_base,dflash2,new_base"])
+    assert _engines_run(capsys.readouterr().out) == ["up_base", "dflash2", "new_base"]
+    speed.main(["run", *where, "--round", "2", "--reps", "1", "--pending"])
+    printed = capsys.readouterr().out
+    # round 2's order: up_base, new_base, base, up_dflash2, new_dflash2, dflash2;
+    # up_base again, as it failed
+    assert "[round 2] done already: new_base,dflash2; to run: " \
+           "up_base,base,up_dflash2,new_dflash2" in printed
+    assert _engines_run(printed) == ["up_base", "base", "up_dflash2", "new_dflash2"]
+    speed.main(["run", *where, "--round", "2", "--reps", "1", "--pending",
+                "--engines", "base,up_base"])
+    printed = capsys.readouterr().out
+    assert "done already: base; to run: up_base" in printed
+    assert _engines_run(printed) == ["up_base"]
+
+
+def test_a_pending_round_is_not_paired(tmp_path):
+    where = _fake_engines(tmp_path)
+    with pytest.raises(SystemExit, match="--pending picks engines one by one"):
+        speed.main(["run", *where, "--round", "1", "--pending", "--paired",
+                    "--engines", "base,up_base"])

@@ -8,6 +8,7 @@ the newest upstream release, when its tree is there), on a GPU-bound target
                                      [--cells low_c1,...] [--main-cpu C]
                                      [--attention-backend NAME|auto]
                                      [--tree-new TREE] [--python-0271 PY] [--python-0280 PY]
+                                     [--pending]
     python3 scripts/gpu/speed.py report --run DIR [--copy-to OUT]
     python3 scripts/gpu/speed.py plan [--tree-new TREE]
 
@@ -199,6 +200,15 @@ def run_round(args) -> int:
     if len(set(names)) != len(names):
         raise SystemExit(f"an engine runs once a round (its file is roundN-ENGINE.json); "
                          f"not {names}")
+    if args.pending:
+        if args.paired:
+            raise SystemExit("--pending picks engines one by one; a paired round names "
+                             "its pairs with --engines")
+        done = [n for n in names
+                if load_results(run).get(n, {}).get(args.round, {}).get("exit") == 0]
+        names = [n for n in names if n not in done]
+        print(f"[round {args.round}] done already: {','.join(done) or 'none'}; "
+              f"to run: {','.join(names) or 'none'}", flush=True)
     (run / "results").mkdir(parents=True, exist_ok=True)
     (run / "logs").mkdir(parents=True, exist_ok=True)
     deadline = time.time() + args.budget
@@ -447,6 +457,10 @@ def main(argv=None) -> int:
     run.add_argument("--torch-threads", type=int,
                      help="OMP_NUM_THREADS for every engine, so that both versions "
                           "run torch's CPU work on as many threads")
+    run.add_argument("--pending", action="store_true",
+                     help="run only the round's engines (its order, or --engines) "
+                          "without a result that exited 0: a round spread over calls "
+                          "runs the same command in each")
     run.add_argument("--tree-0271", default="/tmp/vt")
     run.add_argument("--tree-0280", default="/tmp/vt28")
     run.add_argument("--tree-new", default="/tmp/vtnew",
