@@ -1301,6 +1301,14 @@ def test_venv_interpreters_run_their_own_vllm_and_the_trees_stay_off_their_path(
         assert result["cache_root"].endswith(f"cache-{version}-venv")
 
 
+def test_a_venv_of_another_version_than_its_flag_names_is_refused(tmp_path):
+    where = _fake_engines(tmp_path)
+    python = _fake_venv(tmp_path, "0.28.0")
+    with pytest.raises(SystemExit, match=r"has vLLM 0.28.0, not 0.27.1"):
+        speed.main(["run", *where, "--round", "1", "--python-0271", str(python)])
+    assert not (tmp_path / "run" / "logs").exists()
+
+
 def test_a_venv_interpreter_that_is_not_there_is_refused_before_any_engine(tmp_path):
     where = _fake_engines(tmp_path)
     with pytest.raises(SystemExit, match="is not an interpreter here"):

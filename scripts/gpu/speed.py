@@ -125,6 +125,12 @@ def run_versions(args) -> dict[str, str]:
             raise SystemExit(f"--python for {VERSIONS.get(tree, 'the newest')}: "
                              f"{python} is not an interpreter here")
     versions = {tree: VERSIONS[tree] for tree in TWO_VERSIONS}
+    for tree, python in pythons_of(args).items():
+        # A venv of another version than its flag names would be labelled
+        # wrongly in every result.
+        if tree in versions and venv_version(python).split("+")[0] != versions[tree]:
+            raise SystemExit(f"{python} has vLLM {venv_version(python)}, not "
+                             f"{versions[tree]}")
     newest = (venv_version(args.python_new) if getattr(args, "python_new", None)
               else driver.newest_version(args.tree_new))
     if newest:
