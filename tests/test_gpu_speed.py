@@ -1460,6 +1460,35 @@ def test_the_newest_releases_pairs_are_judged_within_the_pairs_it_ran(tmp_path, 
     assert text.count("speedup ratio 0.27.1 / 0.28.0: 1.000") == 4
 
 
+def test_rounds_that_pair_0271_with_each_upstream_in_turn_judge_each_within_its_pairs(
+        tmp_path, capsys):
+    # rounds 1 and 2 pair 0.27.1 with 0.28.0, rounds 3 and 4 with the
+    # newest, whose DFlash2 runs 10% slower than 0.27.1's in its pairs
+    _write_paired(tmp_path, SPELLS, SPELLS)
+    for path in (tmp_path / "results").glob("*.json"):
+        result = json.loads(path.read_text())
+        result["partner"] = {"base": "up_base", "up_base": "base", "dflash2": "up_dflash2",
+                             "up_dflash2": "dflash2"}[result["engine"]]
+        path.write_text(json.dumps(result))
+    for round_number in (3, 4):
+        for engine, reps, partner in (
+                ("base", [100.0] * 6, "new_base"), ("new_base", [100.0] * 6, "base"),
+                ("dflash2", SPELLS, "new_dflash2"),
+                ("new_dflash2", [rate / 0.9 for rate in SPELLS], "dflash2")):
+            result = _result(engine, round_number, reps, 10.0, 50.0)
+            result.update(paired=True, partner=partner, version="0.34.0")
+            (tmp_path / "results" / f"round{round_number}-{engine}.json").write_text(
+                json.dumps(result))
+    speed.main(["report", "--run", str(tmp_path)])
+    text = capsys.readouterr().out
+    assert text.count("speedup ratio 0.27.1 / 0.28.0 (cycles paired): 1.000 [1.000, 1.000] "
+                      "(+-0.0%): PASS") == 4
+    assert text.count("  each round's own: round 1 1.000, round 2 1.000\n") == 4
+    assert text.count("speedup ratio 0.27.1 / 0.34.0 (cycles paired): 0.900 [0.900, 0.900] "
+                      "(+-0.0%): FAIL") == 4
+    assert text.count("  each round's own: round 3 0.900, round 4 0.900\n") == 4
+
+
 @pytest.mark.parametrize("backend, header", [
     (None, "attention backend: TRITON_ATTN"),
     ("auto", "attention backend: auto (vLLM chooses); vLLM's logs: FLASH_ATTN, FA3"),

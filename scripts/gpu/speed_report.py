@@ -167,15 +167,22 @@ def ratio_by_round(results: dict, cell: str, prefix: str = "up_") -> dict[int, f
     return found
 
 
+def partnered(results: dict, engine: str, other: str) -> dict[int, dict]:
+    """An engine's rounds, less those it ran paired with another engine
+    than `other`: 0.27.1's engines, paired with 0.28.0's in some rounds and
+    with the newest release's in others, meet each in rounds of their own.
+    Results from before a pair named its partner count for any."""
+    return {n: r for n, r in results.get(engine, {}).items()
+            if not r.get("paired") or r.get("partner", other) == other}
+
+
 def pair_rounds(results: dict, ours: str, up: str, cell: str) -> dict[int, list[float]] | None:
     """Round -> ours / up's of each pair of cycles run back to back, when
-    every round of both engines ran paired, with each other (where a
-    result names its partner), and gave pairs; else None, and the report
-    judges the rounds unpaired."""
-    mine, theirs = results.get(ours, {}), results.get(up, {})
+    every round of both engines (but those paired with a third) ran paired
+    and gave pairs; else None, and the report judges the rounds unpaired."""
+    mine, theirs = partnered(results, ours, up), partnered(results, up, ours)
     if not mine or set(mine) != set(theirs) or not all(
-            r.get("paired") and r.get("partner", other) == other
-            for rounds, other in ((mine, up), (theirs, ours)) for r in rounds.values()):
+            r.get("paired") for r in (*mine.values(), *theirs.values())):
         return None
     found = {}
     for n in sorted(mine):
@@ -191,7 +198,8 @@ def pair_order(results: dict, cell: str, prefix: str = "up_") -> dict | None:
     (the order alternates, so an effect of it cancels in the ratio but
     widens its interval), and how the two figures of a pair correlate (a
     spell both meet correlates them; near 0, pairing cancels little)."""
-    ours, theirs = results.get("dflash2", {}), results.get(f"{prefix}dflash2", {})
+    ours = partnered(results, "dflash2", f"{prefix}dflash2")
+    theirs = partnered(results, f"{prefix}dflash2", "dflash2")
     ratios: dict[str, list[float]] = {"first": [], "second": []}
     logs = []
     for n in sorted(set(ours) & set(theirs)):
