@@ -550,19 +550,31 @@ def test_kernel_speed_without_the_bundles_files_says_where_they_come_from(tmp_pa
         kernel_speed.main(["--kernels", str(tmp_path)])
 
 
-def _fake_trees(tmp_path: Path, init_source) -> tuple[Path, list[str]]:
-    """A run with the mini models and two vllm trees whose package runs
-    `init_source(tree)` on import; the arguments that point `run` at them."""
+def _fake_trees(tmp_path: Path, init_source, names=("vt", "vt28")) -> tuple[Path, list[str]]:
+    """A run with the mini models and vllm trees whose package runs
+    `init_source(tree)` on import (`vtnew`, when named, is the newest
+    release's, 0.34.0 by its METADATA); the arguments that point `run` at
+    them. The newest tree is named even when absent, so that a machine's
+    own /tmp/vtnew stays out."""
     run = tmp_path / "run"
     run.mkdir()
     (run / "models.json").write_text(json.dumps(write_speed_models(tmp_path, "mini")))
-    for name in ("vt", "vt28"):
+    for name in names:
         package = tmp_path / name / "vllm"
         package.mkdir(parents=True)
         (package / "__init__.py").write_text(init_source(tmp_path / name))
+    if "vtnew" in names:
+        _metadata(tmp_path / "vtnew", "0.34.0")
     return run, ["--run", str(run), "--tree-0271", str(tmp_path / "vt"),
-                 "--tree-0280", str(tmp_path / "vt28"), "--site", str(tmp_path / "site"),
-                 "--min-engine-s", "0", "--budget", "120"]
+                 "--tree-0280", str(tmp_path / "vt28"), "--tree-new", str(tmp_path / "vtnew"),
+                 "--site", str(tmp_path / "site"), "--min-engine-s", "0", "--budget", "120"]
+
+
+def _metadata(where: Path, version: str) -> None:
+    """A vllm-*.dist-info/METADATA as a wheel installs it."""
+    info = where / f"vllm-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n")
 
 
 def test_an_engine_that_cannot_start_is_recorded_and_the_round_goes_on(tmp_path, capsys):
@@ -717,16 +729,20 @@ CALLS_PER_CYCLE = sum(plan.C1_REQUESTS if plan.LOADS[c.split("_")[1]] == 1 else 
 CALLS_PER_PAIRED_CYCLE = CALLS_PER_CYCLE + len(plan.CELLS)
 
 
-def _fake_engines(tmp_path: Path, fail_after: dict | None = None) -> list[str]:
-    def source(tree):
-        torch = tree / "torch"
-        torch.mkdir()
-        (torch / "__init__.py").write_text(
-            "def get_num_threads():\n    return 1\n"
-            "class _Tensor:\n    def add_(self, other):\n        return self\n"
-            "def ones(size):\n    return _Tensor()\n")
-        return FAKE_VLLM.format(tree=str(tree), fail_after=(fail_after or {}).get(tree.name))
-    return _fake_trees(tmp_path, source)[1]
+def _fake_vllm_source(tree: Path, fail_after: dict | None = None) -> str:
+    """FAKE_VLLM for a package in `tree`, with the fake torch beside it."""
+    torch = tree / "torch"
+    torch.mkdir(parents=True)
+    (torch / "__init__.py").write_text(
+        "def get_num_threads():\n    return 1\n"
+        "class _Tensor:\n    def add_(self, other):\n        return self\n"
+        "def ones(size):\n    return _Tensor()\n")
+    return FAKE_VLLM.format(tree=str(tree), fail_after=(fail_after or {}).get(tree.name))
+
+
+def _fake_engines(tmp_path: Path, fail_after: dict | None = None,
+                  names=("vt", "vt28")) -> list[str]:
+    return _fake_trees(tmp_path, lambda tree: _fake_vllm_source(tree, fail_after), names)[1]
 
 
 def _owners(tmp_path: Path, calls_per_cycle: int = CALLS_PER_CYCLE) -> list[str]:
@@ -912,7 +928,9 @@ def test_a_round_of_one_cell_adds_to_that_cell_alone(tmp_path, capsys):
         result["paired"] = True
         (tmp_path / "results" / f"round3-{engine}.json").write_text(json.dumps(result))
     speed.main(["report", "--run", str(tmp_path)])
-    text = capsys.readouterr().out
+    header, text = capsys.readouterr().out.split("\n", 1)
+    # files from before the backend was a choice ran Triton's
+    assert header == "attention backend: TRITON_ATTN"
     sections = {}
     for block in text.split("\n\n")[:4]:
         regime, load = re.match(r"== (\w+) acceptance, (\w+) ", block).groups()
@@ -1087,3 +1105,435 @@ def test_spells_runs_as_a_script_from_any_directory(tmp_path):
         assert json.loads((tmp_path / "cores.json").read_text())["pairs"] > 0
     else:
         assert "two cores or more" in finished.stderr
+
+
+# --------------------------------------------------------------------------
+# scripts/gpu/speed.py: the newest release, venvs and the attention backend
+# --------------------------------------------------------------------------
+
+A, B, C = "closure", "up", "new"
+
+
+@pytest.mark.parametrize("round_number, order", [
+    # rotated: each version first, second and third once in three rounds
+    (1, [A, B, C]), (2, [B, C, A]), (3, [C, A, B]),
+    # then reversed, so that over six rounds every order runs once
+    (4, [C, B, A]), (5, [A, C, B]), (6, [B, A, C]),
+    (7, [A, B, C]),
+])
+def test_three_versions_rotate_round_by_round(round_number, order):
+    assert plan.version_order(round_number, (A, B, C)) == order
+
+
+@pytest.mark.parametrize("round_number, order", [(1, [A, B]), (2, [B, A]), (3, [A, B])])
+def test_two_versions_alternate_as_they_always_did(round_number, order):
+    assert plan.version_order(round_number, (A, B)) == order
+    assert plan.round_order(round_number, (A, B)) == plan.round_order(round_number)
+
+
+def test_in_three_versions_rounds_each_engine_runs_once_and_no_version_always_leads():
+    rounds = [plan.round_order(n, (A, B, C)) for n in range(1, 7)]
+    for names in rounds:
+        # every engine once, the no-speculation engines first
+        assert sorted(names) == sorted(plan.ENGINES)
+        assert [plan.ENGINES[n][1] for n in names] == [None] * 3 + ["dflash2"] * 3
+    # each version leads once in every three rounds, and each runs just
+    # before each other one as often as just after it over six
+    firsts = [names[0] for names in rounds]
+    assert sorted(firsts[:3]) == sorted(firsts[3:]) == ["base", "new_base", "up_base"]
+    orders = {tuple(plan.version_order(n, (A, B, C))) for n in range(1, 7)}
+    assert len(orders) == 6
+
+
+@pytest.mark.parametrize("backend, attention_config, draft_backend", [
+    (None, {"backend": "TRITON_ATTN"}, "TRITON_ATTN"),  # the default, as before
+    ("TRITON_ATTN", {"backend": "TRITON_ATTN"}, "TRITON_ATTN"),
+    ("FLASH_ATTN", {"backend": "FLASH_ATTN"}, "FLASH_ATTN"),
+    ("auto", None, None),                                # vLLM chooses, for both
+])
+@pytest.mark.parametrize("name", ["dflash2", "new_dflash2", "up_base"])
+def test_an_engines_attention_backend_is_named_for_target_and_draft_or_left_to_vllm(
+        name, backend, attention_config, draft_backend):
+    kwargs = (plan.engine_kwargs(name, MODELS) if backend is None
+              else plan.engine_kwargs(name, MODELS, backend))
+    assert kwargs.get("attention_config") == attention_config
+    spec = kwargs.get("speculative_config")
+    if plan.ENGINES[name][1]:
+        assert spec.get("attention_backend") == draft_backend
+        assert (spec["model"], spec["num_speculative_tokens"]) == ("D", 15)
+    else:
+        assert spec is None
+
+
+@pytest.mark.parametrize("log, seen", [
+    ("INFO 12-04 [cuda.py:426] Using AttentionBackendEnum.TRITON_ATTN backend.\n"
+     "INFO 12-04 [cuda.py:426] Using AttentionBackendEnum.TRITON_ATTN backend.\n",
+     ["TRITON_ATTN"]),
+    ("INFO 12-04 [cuda.py:487] Using FLASH_ATTN attention backend out of potential "
+     "backends: ['FLASH_ATTN', 'FLASHINFER', 'TRITON_ATTN'].\n"
+     "INFO 12-04 [flash_attn.py:867] Using FlashAttention version 3\n", ["FLASH_ATTN", "FA3"]),
+    ("INFO 12-04 [cuda.py:549] Using backend FLASH_ATTN for vit attention\n", []),
+])
+def test_the_attention_backend_vllm_took_is_read_off_its_log(log, seen):
+    assert speed_report.attention_seen(log) == seen
+
+
+def _engines_run(printed: str) -> list[str]:
+    return re.findall(r"^\[round \d+ (\w+)\] exit", printed, re.M)
+
+
+@pytest.mark.parametrize("names, engines", [
+    # no newest tree: the four engines of every run before
+    (("vt", "vt28"), ["base", "up_base", "dflash2", "up_dflash2"]),
+    (("vt", "vt28", "vtnew"),
+     ["base", "up_base", "new_base", "dflash2", "up_dflash2", "new_dflash2"]),
+])
+def test_a_round_runs_the_newest_release_only_when_its_tree_is_there(tmp_path, capsys, names,
+                                                                   engines):
+    where = _fake_engines(tmp_path, names=names)
+    code = speed.main(["run", *where, "--round", "1", "--reps", "1"])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    assert _engines_run(printed) == engines
+    results = tmp_path / "run" / "results"
+    assert sorted(p.name for p in results.glob("*.json")) == sorted(
+        f"round1-{e}.json" for e in engines)
+    for engine in engines:
+        result = json.loads((results / f"round1-{engine}.json").read_text())
+        tree = plan.ENGINES[engine][0]
+        version = {"closure": "0.27.1", "up": "0.28.0", "new": "0.34.0"}[tree]
+        assert result["version"] == version and result["exit"] == 0
+        assert result["vllm_file"].startswith(str(tmp_path / {"closure": "vt", "up": "vt28",
+                                                              "new": "vtnew"}[tree]))
+        assert result["attention_backend"] == "TRITON_ATTN"
+        # a version's compile cache, named as before for Triton's attention
+        assert result["cache_root"] == str(tmp_path / "run" / "vllm-cache" / f"cache-{version}")
+
+
+def test_newest_engines_without_the_newest_tree_are_refused(tmp_path):
+    where = _fake_engines(tmp_path)
+    with pytest.raises(SystemExit, match=r"\['new_dflash2'\]: no newest upstream tree"):
+        speed.main(["run", *where, "--round", "1", "--engines", "dflash2,new_dflash2"])
+
+
+def test_a_paired_round_of_three_versions_asks_for_its_pairs(tmp_path):
+    where = _fake_engines(tmp_path, names=("vt", "vt28", "vtnew"))
+    with pytest.raises(SystemExit, match="--paired compares 0.27.1 with one upstream version "
+                                         "at a time, and this run has three"):
+        speed.main(["run", *where, "--round", "1", "--paired"])
+    assert not (tmp_path / "run" / "logs").exists()
+
+
+@pytest.mark.parametrize("engines, accepted", [
+    ("base,up_base,dflash2,up_dflash2", True),
+    ("new_base,base,dflash2,new_dflash2", True),
+    ("up_base,new_base", False),     # two upstream versions: no 0.27.1 in the pair
+    ("base,new_dflash2", False),     # two kinds
+    ("base,up_base,new_base", False),
+])
+def test_a_pair_is_one_kind_on_0271_and_one_upstream_version(engines, accepted):
+    names = engines.split(",")
+    if accepted:
+        assert speed.check_pairs(names) == [names[i:i + 2] for i in range(0, len(names), 2)]
+    else:
+        with pytest.raises(SystemExit, match="--paired: engines go in pairs"):
+            speed.check_pairs(names)
+
+
+def test_an_engine_named_twice_in_a_round_is_refused(tmp_path):
+    where = _fake_engines(tmp_path)
+    with pytest.raises(SystemExit, match="an engine runs once a round"):
+        speed.main(["run", *where, "--round", "1", "--engines", "dflash2,base,dflash2"])
+
+
+def test_a_paired_round_with_the_newest_release_records_each_engines_partner(tmp_path,
+                                                                            capsys):
+    where = _fake_engines(tmp_path, names=("vt", "vt28", "vtnew"))
+    code = speed.main(["run", *where, "--round", "1", "--paired", "--reps", "1",
+                       "--engines", "new_dflash2,dflash2"])
+    assert code == 0, capsys.readouterr().out
+    results = tmp_path / "run" / "results"
+    for engine, partner in (("dflash2", "new_dflash2"), ("new_dflash2", "dflash2")):
+        result = json.loads((results / f"round1-{engine}.json").read_text())
+        assert (result["paired"], result["partner"]) == (True, partner)
+
+
+def _fake_venv(tmp_path: Path, version: str) -> Path:
+    """An interpreter as a venv gives one: this Python with its own site,
+    which holds the fake vllm (installed, with its METADATA) and torch."""
+    site = tmp_path / f"venv-{version}" / "site"
+    package = site / "vllm"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(_fake_vllm_source(site))
+    _metadata(site, version)
+    python = tmp_path / f"venv-{version}" / "python"
+    # a venv's site-packages come after PYTHONPATH's entries
+    python.write_text(f'#!/bin/sh\nPYTHONPATH=${{PYTHONPATH:+$PYTHONPATH:}}{site} '
+                      f'exec {sys.executable} "$@"\n')
+    python.chmod(0o755)
+    return python
+
+
+def test_venv_interpreters_run_their_own_vllm_and_the_trees_stay_off_their_path(
+        tmp_path, capsys, monkeypatch):
+    # the trees' vllm refuses to start: only the venvs' may run
+    _, where = _fake_trees(tmp_path, lambda tree: "raise RuntimeError('a tree ran')\n",
+                           names=("vt", "vt28", "vtnew"))
+    pythons = {"0271": _fake_venv(tmp_path, "0.27.1"), "0280": _fake_venv(tmp_path, "0.28.0"),
+               "new": _fake_venv(tmp_path, "0.35.0")}
+    # as setup_device.sh leaves it: 0.27.1's tree and the wheels first
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path / 'vt'}:{tmp_path / 'site'}:/elsewhere")
+    code = speed.main(["run", *where, "--round", "2", "--reps", "1",
+                       *[arg for key, python in pythons.items()
+                         for arg in (f"--python-{key}", str(python))]])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    assert _engines_run(printed) == ["up_base", "new_base", "base",
+                                     "up_dflash2", "new_dflash2", "dflash2"]
+    for engine, version in (("base", "0.27.1"), ("up_dflash2", "0.28.0"),
+                            ("new_dflash2", "0.35.0")):
+        result = json.loads((tmp_path / "run" / "results" / f"round2-{engine}.json").read_text())
+        assert result["exit"] == 0
+        # the venv's vLLM, and the newest release's version is the venv's
+        assert result["vllm_file"] == str(tmp_path / f"venv-{version}" / "site" / "vllm"
+                                          / "__init__.py")
+        assert result["version"] == version
+        assert result["cache_root"].endswith(f"cache-{version}-venv")
+
+
+def test_a_venv_of_another_version_than_its_flag_names_is_refused(tmp_path):
+    where = _fake_engines(tmp_path)
+    python = _fake_venv(tmp_path, "0.28.0")
+    with pytest.raises(SystemExit, match=r"has vLLM 0.28.0, not 0.27.1"):
+        speed.main(["run", *where, "--round", "1", "--python-0271", str(python)])
+    assert not (tmp_path / "run" / "logs").exists()
+
+
+def test_a_venv_interpreter_that_is_not_there_is_refused_before_any_engine(tmp_path):
+    where = _fake_engines(tmp_path)
+    with pytest.raises(SystemExit, match="is not an interpreter here"):
+        speed.main(["run", *where, "--round", "1", "--python-0280",
+                    str(tmp_path / "nowhere" / "python")])
+    assert not (tmp_path / "run" / "logs").exists()
+
+
+def test_the_attention_backend_goes_to_every_engine_and_its_result(tmp_path, capsys):
+    where = _fake_engines(tmp_path)
+    code = speed.main(["run", *where, "--round", "1", "--reps", "1",
+                       "--engines", "dflash2,up_base", "--attention-backend", "auto"])
+    assert code == 0, capsys.readouterr().out
+    for engine, version in (("dflash2", "0.27.1"), ("up_base", "0.28.0")):
+        result = json.loads((tmp_path / "run" / "results" / f"round1-{engine}.json").read_text())
+        assert result["attention_backend"] == "auto"
+        # a compile cache of its own, apart from the Triton runs'
+        assert result["cache_root"].endswith(f"cache-{version}-auto")
+    # and the run's later rounds keep to it
+    with pytest.raises(SystemExit, match="--attention-backend TRITON_ATTN: .* holds results "
+                                         "of another backend"):
+        speed.main(["run", *where, "--round", "2", "--engines", "base"])
+
+
+def test_an_engine_asks_vllm_for_the_backend_it_was_given(tmp_path, monkeypatch):
+    asked = []
+    vllm = type(sys)("vllm")
+    vllm.__file__ = "vllm/__init__.py"
+    vllm.SamplingParams = lambda **kwargs: kwargs
+
+    class LLM:
+        def __init__(self, **kwargs):
+            asked.append(kwargs)
+            raise RuntimeError("stop here")
+
+    vllm.LLM = LLM
+    monkeypatch.setitem(sys.modules, "vllm", vllm)
+    models = tmp_path / "models.json"
+    models.write_text(json.dumps(MODELS))
+    args = argparse.Namespace(name="dflash2", round=1, models=str(models),
+                              result=str(tmp_path / "r.json"), attention_backend="FLASH_ATTN",
+                              vllm_version=None)
+    with pytest.raises(RuntimeError, match="stop here"):
+        speed_engine.run_engine(args)
+    assert asked[0]["attention_config"] == {"backend": "FLASH_ATTN"}
+    assert asked[0]["speculative_config"]["attention_backend"] == "FLASH_ATTN"
+
+
+def _write_three(run: Path, up_spec: float, new_spec: float, new_base: float = 100.0,
+                 backend: str | None = None) -> None:
+    """Two rounds of all six engines, the newest release 0.34.0; 0.27.1's
+    DFlash2 at 250 tokens/s over 100 without."""
+    _write_results(run, 250.0, up_spec)
+    for round_number in (1, 2):
+        for engine, reps in (("new_base", [new_base] * 3), ("new_dflash2", [new_spec] * 3)):
+            result = _result(engine, round_number, reps, *(
+                (10.0, 40.0) if engine == "new_dflash2" else ()))
+            result["version"] = "0.34.0"
+            (run / "results" / f"round{round_number}-{engine}.json").write_text(
+                json.dumps(result))
+    if backend:
+        for path in (run / "results").glob("*.json"):
+            result = json.loads(path.read_text())
+            result["attention_backend"] = backend
+            result["attention_seen"] = ["FLASH_ATTN", "FA3"]
+            path.write_text(json.dumps(result))
+
+
+@pytest.mark.parametrize("up_spec, new_spec, new_base, up, new, code", [
+    # 2.5 / 2.5 and 2.5 / 2.5
+    (250.0, 250.0, 100.0, ("1.000", "PASS"), ("1.000", "PASS"), 0),
+    # the newest's speedup 250 / 90: 2.5 / 2.778
+    (250.0, 250.0, 90.0, ("1.000", "PASS"), ("0.900", "FAIL"), 1),
+    # 0.28.0's 2.0: 2.5 / 2.0; the newest's 2.0 too
+    (200.0, 200.0, 100.0, ("1.250", "PASS"), ("1.250", "PASS"), 0),
+    # the newest's 2.5, 0.28.0's 2.778: a report fails on either ratio
+    (277.8, 250.0, 100.0, ("0.900", "FAIL"), ("1.000", "PASS"), 1),
+])
+def test_the_report_sets_three_versions_side_by_side_with_a_ratio_for_each_upstream(
+        tmp_path, capsys, up_spec, new_spec, new_base, up, new, code):
+    _write_three(tmp_path, up_spec, new_spec, new_base)
+    assert speed.main(["report", "--run", str(tmp_path), "--copy-to",
+                       str(tmp_path / "out")]) == code
+    lines = capsys.readouterr().out.splitlines()
+    for cell in plan.CELLS:
+        regime, load = cell.split("_")
+        start = lines.index(next(line for line in lines
+                                 if line.startswith(f"== {regime} acceptance, {load} ")))
+        block = lines[start:lines.index("", start)]
+        # the three versions' rows, then 0.28.0's ratio, then the newest's
+        assert [line.split()[0] for line in block[2:5]] == ["0.27.1", "0.28.0", "0.34.0"]
+        new_row = block[4].split()
+        # no spec, DFlash2, speedup, acceptance 1 + 40 / 10
+        assert new_row[1] == f"{new_base:.0f}" and new_row[4] == f"{new_spec:.0f}"
+        assert new_row[7] == f"{new_spec / new_base:.3f}" and new_row[10] == "5.00"
+        for line, label, (point, verdict) in ((block[5], "0.28.0", up), (block[7], "0.34.0", new)):
+            # 0.27.1's no-spec repetitions (99, 100, 101) widen the interval a little
+            assert re.fullmatch(rf"speedup ratio 0.27.1 / {label}: {point} \[[\d.]+, [\d.]+\] "
+                                rf"\(\+-[01]\.\d%\): {verdict}", line), line
+        for line, (point, _) in ((block[6], up), (block[8], new)):
+            assert line == f"  each round's own: round 1 {point}, round 2 {point}"
+    summary = json.loads((tmp_path / "out" / "report.json").read_text())
+    for entry in summary.values():
+        assert set(entry["rows"]) == {"0.27.1", "0.28.0", "0.34.0"}
+        assert entry["ratio"]["point"] == pytest.approx(float(up[0]), abs=5e-4)
+        assert entry["ratio_new"]["point"] == pytest.approx(float(new[0]), abs=5e-4)
+        assert entry["ratio_new"]["version"] == "0.34.0"
+
+
+def test_a_report_without_the_newest_release_is_as_it_was(tmp_path, capsys):
+    _write_results(tmp_path, 250.0, 250.0)
+    speed.main(["report", "--run", str(tmp_path), "--copy-to", str(tmp_path / "out")])
+    header, text = capsys.readouterr().out.split("\n", 1)
+    assert "0.34.0" not in text and "ratio_new" not in (tmp_path / "out" / "report.json").read_text()
+    # heading, columns, two rows, the ratio and each round's own
+    assert [len(block.splitlines()) for block in text.split("\n\n")[:4]] == [6] * 4
+    summary = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert {cell: (sorted(entry), sorted(entry["ratio"])) for cell, entry in summary.items()} == {
+        cell: (["ratio", "rows"], ["by_round", "half_width", "hi", "lo", "point", "rounds",
+                                   "verdict"]) for cell in plan.CELLS}
+
+
+def test_the_newest_releases_ratio_says_what_it_lacks(tmp_path, capsys):
+    _write_three(tmp_path, 250.0, 250.0)
+    for path in (tmp_path / "results").glob("*new_dflash2.json"):
+        path.unlink()
+    assert speed.main(["report", "--run", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    assert text.count("speedup ratio 0.27.1 / 0.34.0: both versions' base and DFlash2 "
+                      "figures needed") == 4
+    assert text.count("speedup ratio 0.27.1 / 0.28.0: 1.000") == 4
+
+
+@pytest.mark.parametrize("partner, paired", [("new_dflash2", True), ("up_dflash2", False)])
+def test_the_newest_releases_pairs_are_judged_within_the_pairs_it_ran(tmp_path, capsys,
+                                                                      partner, paired):
+    # every round of 0.27.1 and the newest release ran paired; 0.27.1's
+    # DFlash2 says with whom
+    _write_three(tmp_path, 250.0, 250.0)
+    for path in (tmp_path / "results").glob("*.json"):
+        result = json.loads(path.read_text())
+        result["paired"] = result["engine"] in ("base", "new_base", "dflash2", "new_dflash2")
+        result["partner"] = {"base": "new_base", "new_base": "base", "dflash2": partner,
+                             "new_dflash2": "dflash2"}.get(result["engine"])
+        path.write_text(json.dumps(result))
+    speed.main(["report", "--run", str(tmp_path)])
+    text = capsys.readouterr().out
+    assert text.count("speedup ratio 0.27.1 / 0.34.0 (cycles paired): ") == (4 if paired else 0)
+    assert text.count("speedup ratio 0.27.1 / 0.28.0: 1.000") == 4
+
+
+def test_rounds_that_pair_0271_with_each_upstream_in_turn_judge_each_within_its_pairs(
+        tmp_path, capsys):
+    # rounds 1 and 2 pair 0.27.1 with 0.28.0, rounds 3 and 4 with the
+    # newest, whose DFlash2 runs 10% slower than 0.27.1's in its pairs
+    _write_paired(tmp_path, SPELLS, SPELLS)
+    for path in (tmp_path / "results").glob("*.json"):
+        result = json.loads(path.read_text())
+        result["partner"] = {"base": "up_base", "up_base": "base", "dflash2": "up_dflash2",
+                             "up_dflash2": "dflash2"}[result["engine"]]
+        path.write_text(json.dumps(result))
+    for round_number in (3, 4):
+        for engine, reps, partner in (
+                ("base", [100.0] * 6, "new_base"), ("new_base", [100.0] * 6, "base"),
+                ("dflash2", SPELLS, "new_dflash2"),
+                ("new_dflash2", [rate / 0.9 for rate in SPELLS], "dflash2")):
+            result = _result(engine, round_number, reps, 10.0, 50.0)
+            result.update(paired=True, partner=partner, version="0.34.0")
+            (tmp_path / "results" / f"round{round_number}-{engine}.json").write_text(
+                json.dumps(result))
+    speed.main(["report", "--run", str(tmp_path)])
+    text = capsys.readouterr().out
+    assert text.count("speedup ratio 0.27.1 / 0.28.0 (cycles paired): 1.000 [1.000, 1.000] "
+                      "(+-0.0%): PASS") == 4
+    assert text.count("  each round's own: round 1 1.000, round 2 1.000\n") == 4
+    assert text.count("speedup ratio 0.27.1 / 0.34.0 (cycles paired): 0.900 [0.900, 0.900] "
+                      "(+-0.0%): FAIL") == 4
+    assert text.count("  each round's own: round 3 0.900, round 4 0.900\n") == 4
+
+
+@pytest.mark.parametrize("backend, header", [
+    (None, "attention backend: TRITON_ATTN"),
+    ("auto", "attention backend: auto (vLLM chooses); vLLM's logs: FLASH_ATTN, FA3"),
+])
+def test_the_reports_header_names_the_attention_backend(tmp_path, capsys, backend, header):
+    _write_three(tmp_path, 250.0, 250.0, backend=backend)
+    speed.main(["report", "--run", str(tmp_path)])
+    assert capsys.readouterr().out.splitlines()[0] == header
+
+
+def test_a_report_of_mixed_backends_says_so_in_its_header(tmp_path, capsys):
+    _write_results(tmp_path, 250.0, 250.0)
+    path = tmp_path / "results" / "round2-up_dflash2.json"
+    result = json.loads(path.read_text())
+    result["attention_backend"] = "FLASH_ATTN"
+    path.write_text(json.dumps(result))
+    speed.main(["report", "--run", str(tmp_path)])
+    assert capsys.readouterr().out.splitlines()[0] == (
+        "attention backend: MIXED, the figures compare unlike engines: FLASH_ATTN: "
+        "up_dflash2 round 2; TRITON_ATTN: base round 1, base round 2, dflash2 round 1, "
+        "dflash2 round 2, up_base round 1, up_base round 2, up_dflash2 round 1")
+
+
+def test_a_pending_round_runs_what_earlier_calls_left_in_the_rounds_order(tmp_path, capsys):
+    # 0.28.0's engines die at once
+    where = _fake_engines(tmp_path, {"vt28": 0}, names=("vt", "vt28", "vtnew"))
+    speed.main(["run", *where, "--round", "2", "--reps", "1",
+                "--engines", "up_base,dflash2,new_base"])
+    assert _engines_run(capsys.readouterr().out) == ["up_base", "dflash2", "new_base"]
+    speed.main(["run", *where, "--round", "2", "--reps", "1", "--pending"])
+    printed = capsys.readouterr().out
+    # round 2's order: up_base, new_base, base, up_dflash2, new_dflash2, dflash2;
+    # up_base again, as it failed
+    assert "[round 2] done already: new_base,dflash2; to run: " \
+           "up_base,base,up_dflash2,new_dflash2" in printed
+    assert _engines_run(printed) == ["up_base", "base", "up_dflash2", "new_dflash2"]
+    speed.main(["run", *where, "--round", "2", "--reps", "1", "--pending",
+                "--engines", "base,up_base"])
+    printed = capsys.readouterr().out
+    assert "done already: base; to run: up_base" in printed
+    assert _engines_run(printed) == ["up_base"]
+
+
+def test_a_pending_round_is_not_paired(tmp_path):
+    where = _fake_engines(tmp_path)
+    with pytest.raises(SystemExit, match="--pending picks engines one by one"):
+        speed.main(["run", *where, "--round", "1", "--pending", "--paired",
+                    "--engines", "base,up_base"])

@@ -70,7 +70,10 @@ def usage_delta(after: dict, before: dict) -> dict:
 def run_engine(args) -> None:
     started = time.time()
     models = json.loads(Path(args.models).read_text())
-    result = {"engine": args.name, "round": args.round, "version": VERSIONS[ENGINES[args.name][0]],
+    # The newest upstream's version is the run's to say (its tree's METADATA).
+    version = args.vllm_version or VERSIONS[ENGINES[args.name][0]]
+    result = {"engine": args.name, "round": args.round, "version": version,
+              "attention_backend": args.attention_backend,
               "cells": {}, "timings": {}, "errors": {}}
     result_path = Path(args.result)
 
@@ -83,9 +86,10 @@ def run_engine(args) -> None:
     from dflash2_backport.verification.gpu_probes import counter_delta, spec_counters
 
     result["vllm_file"] = vllm.__file__
+    result["vllm_version"] = getattr(vllm, "__version__", None)
     result["timings"]["import_s"] = round(time.time() - started, 1)
     t = time.time()
-    llm = LLM(**engine_kwargs(args.name, models))
+    llm = LLM(**engine_kwargs(args.name, models, args.attention_backend))
     result["timings"]["startup_s"] = round(time.time() - t, 1)
     save()
     prompts = json.loads(Path(models["prompts"]).read_text())

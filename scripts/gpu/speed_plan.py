@@ -6,10 +6,21 @@ from __future__ import annotations
 from speed_models import PROMPT_TOKENS, SPEED_SHAPES
 
 SHAPE = "8b"
-# engine: (tree, draft); trees as driver.py names them.
+# engine: (tree, draft); trees as driver.py names them: 0.27.1 patched by
+# the tool, upstream 0.28.0, and the newest upstream release, whose version
+# the run reads off its tree (or its venv) and records in each result.
 ENGINES = {"base": ("closure", None), "dflash2": ("closure", "dflash2"),
-           "up_base": ("up", None), "up_dflash2": ("up", "dflash2")}
+           "up_base": ("up", None), "up_dflash2": ("up", "dflash2"),
+           "new_base": ("new", None), "new_dflash2": ("new", "dflash2")}
 VERSIONS = {"closure": "0.27.1", "up": "0.28.0"}
+PREFIXES = {"closure": "", "up": "up_", "new": "new_"}
+# The versions a run compares when no newest tree is there, as today.
+TWO_VERSIONS = ("closure", "up")
+KINDS = ("base", "dflash2")
+# Every engine's attention backend unless the run names another; "auto"
+# leaves the choice to vLLM (FlashAttention 3 on an H200 in bfloat16).
+ATTENTION_BACKEND = "TRITON_ATTN"
+AUTO = "auto"
 REGIMES = ("high", "low")
 LOADS = {"c1": 1, "b32": 32}
 CELLS = [f"{regime}_{load}" for regime in REGIMES for load in LOADS]
@@ -39,16 +50,34 @@ GPU_MEMORY_UTILIZATION = 0.3
 EXIT_MARGIN = 20.0
 
 
-def round_order(round_number: int) -> list[str]:
-    """A/B/A/B by version, each kind's pair in the other order every other
-    round, so that neither version always runs first on a warm machine."""
-    pairs = [("base", "up_base"), ("dflash2", "up_dflash2")]
-    return [name for pair in pairs
-            for name in (pair if round_number % 2 else pair[::-1])]
+def version_order(round_number: int, trees=TWO_VERSIONS) -> list[str]:
+    """The order of the versions in a round: rotated by one every round, so
+    that each runs first, second, ... once in as many rounds as there are
+    versions (two: A B, then B A). With an odd number of versions every
+    other such block runs reversed, so that over twice as many rounds each
+    version also runs just before and just after each other one as often
+    (three: ABC BCA CAB, then CBA ACB BAC: every order once)."""
+    n = len(trees)
+    shift = (round_number - 1) % n
+    order = list(trees[shift:]) + list(trees[:shift])
+    if n % 2 and (round_number - 1) // n % 2:
+        order.reverse()
+    return order
 
 
-def engine_kwargs(name: str, models: dict) -> dict:
-    """The LLM(...) arguments of an engine; builds nothing."""
+def round_order(round_number: int, trees=TWO_VERSIONS) -> list[str]:
+    """A round's engines: the no-speculation engines, then the DFlash2
+    ones, each kind's versions in version_order. With two versions: A/B/A/B,
+    each kind's pair in the other order every other round, so that neither
+    version always runs first on a warm machine."""
+    versions = version_order(round_number, trees)
+    return [PREFIXES[tree] + kind for kind in KINDS for tree in versions]
+
+
+def engine_kwargs(name: str, models: dict, attention_backend: str = ATTENTION_BACKEND) -> dict:
+    """The LLM(...) arguments of an engine; builds nothing. The attention
+    backend is named for the target and the draft alike, unless it is
+    "auto", which leaves it to vLLM."""
     s = SPEED_SHAPES[SHAPE]
     _, draft = ENGINES[name]
     kwargs = dict(
@@ -58,15 +87,19 @@ def engine_kwargs(name: str, models: dict) -> dict:
         gpu_memory_utilization=GPU_MEMORY_UTILIZATION,
         kv_cache_memory_bytes=s["kv_bytes"], enforce_eager=False,
         disable_log_stats=False, enable_prefix_caching=False,
-        attention_config={"backend": "TRITON_ATTN"},
+        attention_config={"backend": attention_backend},
         compilation_config={"cudagraph_capture_sizes": CAPTURE_SIZES},
     )
+    named = attention_backend not in (None, "", AUTO)
+    if not named:
+        del kwargs["attention_config"]
     if draft:
         kwargs["speculative_config"] = {
             "method": "dflash", "model": models[draft],
             "num_speculative_tokens": s["block_size"] - 1,
-            "attention_backend": "TRITON_ATTN",
         }
+        if named:
+            kwargs["speculative_config"]["attention_backend"] = attention_backend
     return kwargs
 
 

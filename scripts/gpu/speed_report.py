@@ -1,6 +1,7 @@
-"""A speed run's report: each cell's medians, speedups and ratio of
-speedups with their intervals and verdict, per-process figures, the host
-profiles side by side; and the archive a run hands back."""
+"""A speed run's report: each cell's medians, speedups and ratios of
+speedups (0.27.1's over each upstream version's) with their intervals and
+verdicts, per-process figures, the host profiles side by side; and the
+archive a run hands back."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import speed_stats
-from speed_plan import CELLS, LOADS
+from speed_plan import ATTENTION_BACKEND, CELLS, LOADS, VERSIONS
 
 TIMING_PATTERNS = {
     "load_s": r"Model loading took [\d.]+ GiB(?: memory)? and ([\d.]+) seconds",
@@ -21,6 +22,14 @@ TIMING_PATTERNS = {
     "init_engine_s": r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s",
 }
 ARCHIVE = "speed-run.tgz"
+# What vLLM's log says of the attention backend it took: the one named
+# ("Using AttentionBackendEnum.X backend."), the one it chose ("Using X
+# attention backend out of potential backends"), and FlashAttention's version.
+BACKEND_PATTERN = r"Using (?:AttentionBackendEnum\.)?([A-Z][A-Z0-9_]*) (?:attention )?backend\b"
+FA_VERSION_PATTERN = r"Using FlashAttention version (\d+)"
+# The upstream versions 0.27.1 is compared with: an engine prefix, the key
+# of its ratio in a cell's summary (0.28.0's as it always was).
+UPSTREAMS = (("up_", "ratio"), ("new_", "ratio_new"))
 
 
 def engine_timings(log: str) -> dict:
@@ -32,6 +41,20 @@ def engine_timings(log: str) -> dict:
         if values:
             found[key] = round(sum(values), 1)
     return found
+
+
+def attention_seen(log: str) -> list[str]:
+    """The attention backends an engine's log says it used, each once, in
+    the order met, and FlashAttention's version as FA2 or FA3."""
+    found = re.findall(BACKEND_PATTERN, log)
+    found += [f"FA{v}" for v in re.findall(FA_VERSION_PATTERN, log)]
+    return list(dict.fromkeys(found))
+
+
+def backend_of(result: dict) -> str:
+    """The attention backend an engine was asked for; results from before
+    the choice existed ran Triton's."""
+    return result.get("attention_backend") or ATTENTION_BACKEND
 
 
 def copy_run(run: Path, target: Path | None) -> None:
@@ -65,7 +88,9 @@ def timing_line(figures: dict) -> str:
             f"measurement {s('measure_s')} for {reps} repetitions"
             + (f"; {host['cpus']} cores, {host['torch_threads']} torch threads" if host else "")
             + main_core_part(host or {})
-            + cycle_line(figures.get("cycles", [])))
+            + cycle_line(figures.get("cycles", []))
+            + (f"; attention {', '.join(figures['attention_seen'])} in its log"
+               if figures.get("attention_seen") else ""))
 
 
 def main_core_part(host: dict) -> str:
@@ -119,20 +144,21 @@ def cell_rounds(results: dict, engine: str, cell: str) -> list[list[float]]:
     return list(reps_by_round(results, engine, cell).values())
 
 
-def ratio_by_round(results: dict, cell: str) -> dict[int, float]:
+def ratio_by_round(results: dict, cell: str, prefix: str = "up_") -> dict[int, float]:
     """The ratio of speedups from each round's own medians, for every round
-    both DFlash2 engines ran; a round without its no-speculation engines
-    takes their medians over all rounds."""
+    both DFlash2 engines ran (0.27.1's and the upstream version's of
+    `prefix`); a round without its no-speculation engines takes their
+    medians over all rounds."""
     def medians(engine):
         return {n: float(np.median(reps))
                 for n, reps in reps_by_round(results, engine, cell).items()}
 
-    ours, theirs = medians("dflash2"), medians("up_dflash2")
-    ours_base, up_base = medians("base"), medians("up_base")
+    ours, theirs = medians("dflash2"), medians(f"{prefix}dflash2")
+    ours_base, up_base = medians("base"), medians(f"{prefix}base")
     if not (ours_base and up_base):
         return {}
     pooled = {"ours": speed_stats.pooled_median(cell_rounds(results, "base", cell)),
-              "up": speed_stats.pooled_median(cell_rounds(results, "up_base", cell))}
+              "up": speed_stats.pooled_median(cell_rounds(results, f"{prefix}base", cell))}
     found = {}
     for n in sorted(set(ours) & set(theirs)):
         both = n in ours_base and n in up_base
@@ -141,11 +167,20 @@ def ratio_by_round(results: dict, cell: str) -> dict[int, float]:
     return found
 
 
+def partnered(results: dict, engine: str, other: str) -> dict[int, dict]:
+    """An engine's rounds, less those it ran paired with another engine
+    than `other`: 0.27.1's engines, paired with 0.28.0's in some rounds and
+    with the newest release's in others, meet each in rounds of their own.
+    Results from before a pair named its partner count for any."""
+    return {n: r for n, r in results.get(engine, {}).items()
+            if not r.get("paired") or r.get("partner", other) == other}
+
+
 def pair_rounds(results: dict, ours: str, up: str, cell: str) -> dict[int, list[float]] | None:
     """Round -> ours / up's of each pair of cycles run back to back, when
-    every round of both engines ran paired and gave pairs; else None, and
-    the report judges the rounds unpaired."""
-    mine, theirs = results.get(ours, {}), results.get(up, {})
+    every round of both engines (but those paired with a third) ran paired
+    and gave pairs; else None, and the report judges the rounds unpaired."""
+    mine, theirs = partnered(results, ours, up), partnered(results, up, ours)
     if not mine or set(mine) != set(theirs) or not all(
             r.get("paired") for r in (*mine.values(), *theirs.values())):
         return None
@@ -157,13 +192,14 @@ def pair_rounds(results: dict, ours: str, up: str, cell: str) -> dict[int, list[
     return found or None
 
 
-def pair_order(results: dict, cell: str) -> dict | None:
+def pair_order(results: dict, cell: str, prefix: str = "up_") -> dict | None:
     """How the DFlash2 pairs of a paired run depend on who ran first: the
     median of ours / upstream's when ours ran first and when it ran second
     (the order alternates, so an effect of it cancels in the ratio but
     widens its interval), and how the two figures of a pair correlate (a
     spell both meet correlates them; near 0, pairing cancels little)."""
-    ours, theirs = results.get("dflash2", {}), results.get("up_dflash2", {})
+    ours = partnered(results, "dflash2", f"{prefix}dflash2")
+    theirs = partnered(results, f"{prefix}dflash2", "dflash2")
     ratios: dict[str, list[float]] = {"first": [], "second": []}
     logs = []
     for n in sorted(set(ours) & set(theirs)):
@@ -191,16 +227,38 @@ def acceptance_length(results: dict, engine: str, cell: str) -> float | None:
     return 1 + accepted / drafts if drafts else None
 
 
+def newest_label(results: dict) -> str | None:
+    """The newest upstream release's version, as its engines recorded it;
+    None when the run has none."""
+    found = sorted({r.get("version") or "newest" for engine in ("new_base", "new_dflash2")
+                    for r in results.get(engine, {}).values()})
+    if len(found) > 1:
+        raise SystemExit(f"the new_ engines ran on more than one version ({found}): "
+                         f"report each from a run directory of its own")
+    return found[0] if found else None
+
+
+def version_prefixes(results: dict) -> list[tuple[str, str]]:
+    """(version, engine prefix) of every version in the run: 0.27.1 and
+    0.28.0 always, the newest upstream when its engines ran."""
+    found = [(VERSIONS["closure"], ""), (VERSIONS["up"], "up_")]
+    newest = newest_label(results)
+    return found + [(newest, "new_")] if newest else found
+
+
 def summarize(results: dict) -> dict:
     """Per cell: each version's medians, speedup, acceptance, and the ratio
-    of speedups with its verdict; cells without data are left out."""
+    of 0.27.1's speedup to each upstream version's with its verdict (0.28.0's
+    under "ratio", the newest release's under "ratio_new"); cells without
+    data are left out."""
     summary = {}
+    versions = version_prefixes(results)
     for cell in CELLS:
         rows, rounds = {}, {}
-        for version, prefix in (("0.27.1", ""), ("0.28.0", "up_")):
+        for version, prefix in versions:
             base = cell_rounds(results, f"{prefix}base", cell)
             spec = cell_rounds(results, f"{prefix}dflash2", cell)
-            rounds[version] = (base, spec)
+            rounds[prefix] = (base, spec)
             if not (base or spec):
                 continue
             # A version with one engine so far still shows that engine's figure.
@@ -212,25 +270,42 @@ def summarize(results: dict) -> dict:
                 "rounds": len(spec or base), "reps": sum(map(len, spec or base)),
             }
         entry = {"rows": rows}
-        base_pairs = pair_rounds(results, "base", "up_base", cell)
-        spec_pairs = pair_rounds(results, "dflash2", "up_dflash2", cell)
-        if base_pairs and spec_pairs:
-            entry["ratio"] = speed_stats.paired_ratio_of_speedups(
-                list(base_pairs.values()), list(spec_pairs.values()))
-            pooled = speed_stats.pooled_median(list(base_pairs.values()))
-            entry["ratio"]["by_round"] = {
-                n: float(np.median(pairs)) / (float(np.median(base_pairs[n]))
-                                              if base_pairs.get(n) else pooled)
-                for n, pairs in spec_pairs.items()}
-            order = pair_order(results, cell)
-            if order:
-                entry["ratio"]["order"] = order
-        elif all(base and spec for base, spec in rounds.values()):
-            entry["ratio"] = speed_stats.ratio_of_speedups(
-                *rounds["0.27.1"], *rounds["0.28.0"])
-            entry["ratio"]["by_round"] = ratio_by_round(results, cell)
+        labels = {prefix: version for version, prefix in versions}
+        for prefix, key in UPSTREAMS:
+            if prefix not in labels:
+                continue
+            ratio = cell_ratio(results, cell, prefix, rounds[""], rounds[prefix])
+            if ratio is not None:
+                if prefix != "up_":
+                    ratio["version"] = labels[prefix]
+                entry[key] = ratio
         summary[cell] = entry
     return summary
+
+
+def cell_ratio(results: dict, cell: str, prefix: str, ours: tuple, theirs: tuple) -> dict | None:
+    """0.27.1's speedup over the upstream version's of `prefix` in one cell,
+    judged: within the pairs when every round of both versions ran paired,
+    else from each engine's rounds; None when an engine has no figures."""
+    base_pairs = pair_rounds(results, "base", f"{prefix}base", cell)
+    spec_pairs = pair_rounds(results, "dflash2", f"{prefix}dflash2", cell)
+    if base_pairs and spec_pairs:
+        ratio = speed_stats.paired_ratio_of_speedups(
+            list(base_pairs.values()), list(spec_pairs.values()))
+        pooled = speed_stats.pooled_median(list(base_pairs.values()))
+        ratio["by_round"] = {
+            n: float(np.median(pairs)) / (float(np.median(base_pairs[n]))
+                                          if base_pairs.get(n) else pooled)
+            for n, pairs in spec_pairs.items()}
+        order = pair_order(results, cell, prefix)
+        if order:
+            ratio["order"] = order
+        return ratio
+    if all(ours) and all(theirs):
+        ratio = speed_stats.ratio_of_speedups(*ours, *theirs)
+        ratio["by_round"] = ratio_by_round(results, cell, prefix)
+        return ratio
+    return None
 
 
 def _ci(interval: dict | None, digits: int = 0) -> str:
@@ -248,11 +323,19 @@ def profile_key(function: str) -> str:
 
 
 def host_profile_lines(results: dict, rows: int = 12) -> list[str]:
-    """Per round both DFlash2 engines profiled their host side: the
-    functions whose own time per output token differs most between the
-    versions (matched by file and name: their lines differ)."""
+    """Per round both DFlash2 engines profiled their host side (0.27.1's and
+    an upstream version's): the functions whose own time per output token
+    differs most between the versions (matched by file and name: their
+    lines differ)."""
     lines = []
-    ours, theirs = results.get("dflash2", {}), results.get("up_dflash2", {})
+    for version, prefix in version_prefixes(results)[1:]:
+        lines += _host_profile_lines(results, prefix, version, rows)
+    return lines
+
+
+def _host_profile_lines(results: dict, prefix: str, version: str, rows: int) -> list[str]:
+    lines = []
+    ours, theirs = results.get("dflash2", {}), results.get(f"{prefix}dflash2", {})
     for n in sorted(set(ours) & set(theirs)):
         profiles = [r[n].get("host_profile") for r in (ours, theirs)]
         if not all(profiles):
@@ -268,7 +351,7 @@ def host_profile_lines(results: dict, rows: int = 12) -> list[str]:
             per_token.append(own)
         total = [1e6 * p["elapsed_s"] / p["tokens"] for p in profiles]
         lines.append(f"host profile, round {n}, us of own time per output token under "
-                     f"cProfile (0.27.1 / 0.28.0; all: {total[0]:.0f} / {total[1]:.0f}):")
+                     f"cProfile (0.27.1 / {version}; all: {total[0]:.0f} / {total[1]:.0f}):")
         names = sorted(set(per_token[0]) | set(per_token[1]),
                        key=lambda f: (-abs(per_token[0].get(f, 0.0) - per_token[1].get(f, 0.0)),
                                       f))
@@ -278,8 +361,44 @@ def host_profile_lines(results: dict, rows: int = 12) -> list[str]:
     return lines
 
 
-def format_report(summary: dict) -> str:
-    lines = []
+def backend_line(results: dict) -> str:
+    """The report's header: the attention backend the engines were asked
+    for, one for the run (a run directory holds one), and what vLLM's logs
+    said it used."""
+    asked: dict[str, list[str]] = {}
+    seen: list[str] = []
+    for engine, rounds in sorted(results.items()):
+        for n, r in sorted(rounds.items()):
+            asked.setdefault(backend_of(r), []).append(f"{engine} round {n}")
+            seen += r.get("attention_seen", [])
+    if len(asked) > 1:
+        return ("attention backend: MIXED, the figures compare unlike engines: "
+                + "; ".join(f"{backend}: {', '.join(engines)}"
+                            for backend, engines in sorted(asked.items())))
+    backend = next(iter(asked), ATTENTION_BACKEND)
+    return (f"attention backend: {'auto (vLLM chooses)' if backend == 'auto' else backend}"
+            + (f"; vLLM's logs: {', '.join(dict.fromkeys(seen))}" if seen else ""))
+
+
+def ratio_lines(ratio: dict, version: str) -> list[str]:
+    paired = " (cycles paired)" if ratio.get("paired") else ""
+    lines = [f"speedup ratio 0.27.1 / {version}{paired}: {_ci(ratio, 3)} "
+             f"(+-{100 * ratio['half_width']:.1f}%): {ratio['verdict']}"]
+    if ratio.get("by_round"):
+        lines.append("  each round's own: " + ", ".join(
+            f"round {n} {value:.3f}" for n, value in ratio["by_round"].items()))
+    order = ratio.get("order")
+    if order:
+        lines.append(
+            f"  DFlash2 pairs, ours / {version}'s: {order['ours_first']:.3f} with ours "
+            f"first, {order['ours_second']:.3f} with ours second "
+            f"({order['pairs'][0]} and {order['pairs'][1]} pairs); "
+            f"the two figures of a pair correlate {order['correlation']:.2f}")
+    return lines
+
+
+def format_report(summary: dict, header: str | None = None) -> str:
+    lines = [header] if header else []
     for cell, entry in summary.items():
         regime, load = cell.split("_")
         lines.append(f"== {regime} acceptance, {load} "
@@ -296,21 +415,16 @@ def format_report(summary: dict) -> str:
                 f"{row['reps']:>3} in {row['rounds']:>1}")
         ratio = entry.get("ratio")
         if ratio:
-            paired = " (cycles paired)" if ratio.get("paired") else ""
-            lines.append(f"speedup ratio 0.27.1 / 0.28.0{paired}: {_ci(ratio, 3)} "
-                         f"(+-{100 * ratio['half_width']:.1f}%): {ratio['verdict']}")
-            if ratio.get("by_round"):
-                lines.append("  each round's own: " + ", ".join(
-                    f"round {n} {value:.3f}" for n, value in ratio["by_round"].items()))
-            order = ratio.get("order")
-            if order:
-                lines.append(
-                    f"  DFlash2 pairs, ours / 0.28.0's: {order['ours_first']:.3f} with ours "
-                    f"first, {order['ours_second']:.3f} with ours second "
-                    f"({order['pairs'][0]} and {order['pairs'][1]} pairs); "
-                    f"the two figures of a pair correlate {order['correlation']:.2f}")
+            lines += ratio_lines(ratio, VERSIONS["up"])
         else:
             lines.append("speedup ratio: both versions' base and DFlash2 figures needed")
+        newest = [version for version in entry["rows"]
+                  if version not in (VERSIONS["closure"], VERSIONS["up"])]
+        if entry.get("ratio_new"):
+            lines += ratio_lines(entry["ratio_new"], entry["ratio_new"]["version"])
+        elif newest:
+            lines.append(f"speedup ratio 0.27.1 / {newest[0]}: both versions' base and "
+                         f"DFlash2 figures needed")
         lines.append("")
     goal = summary.get("high_c1", {}).get("rows", {}).get("0.27.1")
     if goal and goal["speedup"]:
@@ -324,7 +438,7 @@ def format_report(summary: dict) -> str:
 def report(args) -> int:
     results = load_results(args.run)
     summary = summarize(results)
-    text = format_report(summary)
+    text = format_report(summary, backend_line(results))
     timing = [f"round {n} {engine}: {timing_line(r)}"
               for engine, rounds in sorted(results.items())
               for n, r in sorted(rounds.items())]
@@ -339,5 +453,6 @@ def report(args) -> int:
             (target / "report.txt").write_text(text + "\n")
             (target / "report.json").write_text(json.dumps(summary, indent=1))
     copy_run(args.run, args.copy_to)
-    verdicts = [e["ratio"]["verdict"] for e in summary.values() if "ratio" in e]
+    verdicts = [e[key]["verdict"] for e in summary.values() for _, key in UPSTREAMS
+                if key in e]
     return 0 if verdicts and all(v == "PASS" for v in verdicts) else 1
