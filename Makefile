@@ -28,8 +28,9 @@ test: $(DEV_STAMP)
 	$(BIN)/python -m pytest $(PYTEST_PARALLEL) $(PYTEST_ARGS)
 
 ## make test-quick: everything but the runtime tests (real vLLM in fresh interpreters)
+## and the fault tests (real subprocesses killed at every write)
 test-quick: $(DEV_STAMP)
-	$(BIN)/python -m pytest $(PYTEST_PARALLEL) -m "not runtime" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(PYTEST_PARALLEL) -m "not runtime and not faults" $(PYTEST_ARGS)
 
 ## make demo: the tool in one throwaway venv, vLLM 0.27.1 (no deps) in another.
 ## Everything it writes stays in its temporary directory: the tool is built

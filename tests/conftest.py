@@ -31,6 +31,15 @@ SANDBOXED = {
 }
 
 
+def pytest_configure(config):
+    # Here, not in pyproject.toml: the runtime venvs are keyed on that file.
+    config.addinivalue_line(
+        "markers",
+        "faults: kills, signals and concurrent runs of real subprocesses at every write"
+        " (make test-quick leaves them out)",
+    )
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         definitions = getattr(item, "_fixtureinfo", None)

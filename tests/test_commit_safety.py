@@ -33,7 +33,7 @@ from tests.faults import (
 )
 from tests.trees import INSTALLED, TARGETS, make_site, snapshot
 
-pytestmark = pytest.mark.wheels
+pytestmark = [pytest.mark.wheels, pytest.mark.faults]
 
 REGISTRY, DISPATCH, CONFIG, SPECULATIVE = (
     "vllm/model_executor/models/registry.py",
