@@ -13,7 +13,7 @@ export DFLASH2_BACKPORT_TEST_CACHE
 # Worker processes for the suite (pytest-xdist): one per core by default.
 # PYTEST_WORKERS=0 runs it in this one process.
 PYTEST_WORKERS ?= auto
-PYTEST_PARALLEL := -n $(PYTEST_WORKERS) --dist loadgroup
+PYTEST_PARALLEL := -n $(PYTEST_WORKERS) --dist loadfile
 
 .PHONY: test test-quick demo bench bench-verify lint clean
 

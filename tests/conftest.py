@@ -5,10 +5,10 @@ git hooks, vLLM, torch) default to the home directory's caches and the system
 temp dir; here their locations point into this run's temp dir, and what is
 large is removed when the run ends.
 
-`make test` runs the suite on several worker processes (pytest-xdist). The
-tests of a module that share a module- or class-scoped fixture (a probe of
-the runtime venvs, a patched reference tree) run on one worker, so that the
-fixture is built once, as in a run without workers.
+`make test` runs the suite on several worker processes (pytest-xdist), a
+test file's tests all on one worker, so that a module-scoped fixture (a probe
+of the runtime venvs, a patched reference tree) is built once, as in a run
+without workers.
 """
 
 from __future__ import annotations
@@ -38,17 +38,6 @@ def pytest_configure(config):
         "faults: kills, signals and concurrent runs of real subprocesses at every write"
         " (make test-quick leaves them out)",
     )
-
-
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        definitions = getattr(item, "_fixtureinfo", None)
-        shared = definitions is not None and any(
-            fixturedefs[-1].scope in ("module", "class")
-            for fixturedefs in definitions.name2fixturedefs.values()
-        )
-        if shared:
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
 
 
 @pytest.fixture(scope="session", autouse=True)
