@@ -10,7 +10,12 @@ VLLM_VERSION := 0.27.1
 DFLASH2_BACKPORT_TEST_CACHE ?= $(or $(DFLASH2_BACKPORT_CACHE),$(CURDIR)/.cache/dflash2-backport)
 export DFLASH2_BACKPORT_TEST_CACHE
 
-.PHONY: test demo bench bench-verify lint clean
+# Worker processes for the suite (pytest-xdist): one per core by default.
+# PYTEST_WORKERS=0 runs it in this one process.
+PYTEST_WORKERS ?= auto
+PYTEST_PARALLEL := -n $(PYTEST_WORKERS) --dist loadfile
+
+.PHONY: test test-quick demo bench bench-verify lint clean
 
 $(DEV_STAMP): pyproject.toml requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -20,7 +25,12 @@ $(DEV_STAMP): pyproject.toml requirements-dev.txt
 
 ## make test: the whole CPU test suite (README, Development, says how long it takes)
 test: $(DEV_STAMP)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(PYTEST_PARALLEL) $(PYTEST_ARGS)
+
+## make test-quick: everything but the runtime tests (real vLLM in fresh interpreters)
+## and the fault tests (real subprocesses killed at every write)
+test-quick: $(DEV_STAMP)
+	$(BIN)/python -m pytest $(PYTEST_PARALLEL) -m "not runtime and not faults" $(PYTEST_ARGS)
 
 ## make demo: the tool in one throwaway venv, vLLM 0.27.1 (no deps) in another.
 ## Everything it writes stays in its temporary directory: the tool is built

@@ -4,6 +4,11 @@ The tools the tests start (pip, uv, pre-commit and the virtualenv it uses,
 git hooks, vLLM, torch) default to the home directory's caches and the system
 temp dir; here their locations point into this run's temp dir, and what is
 large is removed when the run ends.
+
+`make test` runs the suite on several worker processes (pytest-xdist), a
+test file's tests all on one worker, so that a module-scoped fixture (a probe
+of the runtime venvs, a patched reference tree) is built once, as in a run
+without workers.
 """
 
 from __future__ import annotations
@@ -24,6 +29,15 @@ SANDBOXED = {
     "TRITON_CACHE_DIR": "triton",
     "TORCHINDUCTOR_CACHE_DIR": "torchinductor",
 }
+
+
+def pytest_configure(config):
+    # Here, not in pyproject.toml: the runtime venvs are keyed on that file.
+    config.addinivalue_line(
+        "markers",
+        "faults: kills, signals and concurrent runs of real subprocesses at every write"
+        " (make test-quick leaves them out)",
+    )
 
 
 @pytest.fixture(scope="session", autouse=True)

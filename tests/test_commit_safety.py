@@ -33,7 +33,7 @@ from tests.faults import (
 )
 from tests.trees import INSTALLED, TARGETS, make_site, snapshot
 
-pytestmark = pytest.mark.wheels
+pytestmark = [pytest.mark.wheels, pytest.mark.faults]
 
 REGISTRY, DISPATCH, CONFIG, SPECULATIVE = (
     "vllm/model_executor/models/registry.py",
@@ -119,18 +119,29 @@ def leftovers(site: Path) -> list[str]:
     )
 
 
+@pytest.fixture(scope="session")
+def reference_bytes(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The bytes of a reference apply, and of a reference `apply --only-pr`
+    after it, on 0.27.1: the same for every test, so made once."""
+    scratch = tmp_path_factory.mktemp("reference")
+    reference = make_site("0.27.1", scratch / "reference")
+    # Its own verdict cache: session fixtures start before the per-test one.
+    env = {k: v for k, v in os.environ.items() if k != "DFLASH2_BACKPORT_CACHE_DIR"}
+    env["DFLASH2_BACKPORT_VERDICT_CACHE"] = str(scratch / "verdicts")
+    assert run_tool(["apply", "--site-packages", str(reference)], env=env).returncode == 0
+    applied = snapshot(reference)
+    assert run_tool(["apply", "--only-pr", "--site-packages", str(reference)],
+                    env=env).returncode == 0
+    return {"applied": applied, "only_pr": snapshot(reference)}
+
+
 @pytest.fixture
-def trees(tmp_path: Path) -> dict:
+def trees(tmp_path: Path, reference_bytes: dict) -> dict:
     """A pristine 0.27.1 site-packages, and the bytes of a reference apply."""
     site = make_site("0.27.1", tmp_path / "site")
     pristine = snapshot(site)
-    reference = make_site("0.27.1", tmp_path / "reference")
-    assert run_tool(["apply", "--site-packages", str(reference)]).returncode == 0
-    applied = snapshot(reference)
-    assert run_tool(["apply", "--only-pr", "--site-packages", str(reference)]).returncode == 0
-    only_pr = snapshot(reference)
-    return {"site": site, "pristine": pristine, "applied": applied, "only_pr": only_pr,
-            "hook": install_hook(tmp_path / "hook")}
+    return {"site": site, "pristine": pristine, "applied": dict(reference_bytes["applied"]),
+            "only_pr": dict(reference_bytes["only_pr"]), "hook": install_hook(tmp_path / "hook")}
 
 
 def _restore(site: Path, files: dict[str, bytes]) -> None:

@@ -16,7 +16,7 @@ import tarfile
 import urllib.request
 from pathlib import Path
 
-from tests.wheels import CACHE
+from tests.wheels import CACHE, cache_lock
 
 INDEX = "https://pypi.org/simple/vllm/"
 
@@ -27,6 +27,14 @@ def vllm_sdist(version: str) -> Path:
     archive = directory / f"vllm-{version}.tar.gz"
     if archive.exists():
         return archive
+    with cache_lock("sdists"):
+        if not archive.exists():
+            _download(archive)
+    return archive
+
+
+def _download(archive: Path) -> None:
+    directory = archive.parent
     request = urllib.request.Request(
         INDEX, headers={"Accept": "application/vnd.pypi.simple.v1+json"}
     )
@@ -44,7 +52,6 @@ def vllm_sdist(version: str) -> Path:
         partial.unlink()
         raise RuntimeError(f"{archive.name}: SHA-256 does not match the index")
     partial.replace(archive)
-    return archive
 
 
 def upstream_tests(version: str, *relative: str) -> Path:
@@ -54,20 +61,26 @@ def upstream_tests(version: str, *relative: str) -> Path:
     contains `tests/`."""
     target = CACHE / "upstream-tests" / version
     wanted = {f"tests/{r}" for r in relative}
-    missing = {w for w in wanted if not (target / w).exists()}
-    if missing:
-        prefix = f"vllm-{version}/"
-        with tarfile.open(vllm_sdist(version)) as archive:
-            for member in archive.getmembers():
-                name = member.name.removeprefix(prefix)
-                parents = {str(Path(w).parent) for w in missing}
-                helper = Path(name).name in ("__init__.py", "conftest.py") and any(
-                    p == str(Path(name).parent) or p.startswith(f"{Path(name).parent}/")
-                    for p in parents
-                )
-                if member.isfile() and (name in missing or helper):
-                    destination = target / name
-                    destination.parent.mkdir(parents=True, exist_ok=True)
-                    with archive.extractfile(member) as source, open(destination, "wb") as out:
-                        shutil.copyfileobj(source, out)
+    # Under the lock: another process may be writing the files asked for.
+    with cache_lock("upstream-tests"):
+        missing = {w for w in wanted if not (target / w).exists()}
+        if missing:
+            _extract(vllm_sdist(version), target, missing)
     return target
+
+
+def _extract(archive_path: Path, target: Path, missing: set[str]) -> None:
+    prefix = f"vllm-{target.name}/"
+    with tarfile.open(archive_path) as archive:
+        for member in archive.getmembers():
+            name = member.name.removeprefix(prefix)
+            parents = {str(Path(w).parent) for w in missing}
+            helper = Path(name).name in ("__init__.py", "conftest.py") and any(
+                p == str(Path(name).parent) or p.startswith(f"{Path(name).parent}/")
+                for p in parents
+            )
+            if member.isfile() and (name in missing or helper):
+                destination = target / name
+                destination.parent.mkdir(parents=True, exist_ok=True)
+                with archive.extractfile(member) as source, open(destination, "wb") as out:
+                    shutil.copyfileobj(source, out)
