@@ -338,15 +338,17 @@ def run_engines(specs: dict, scratch: Path, bootstrap: str, together: bool,
     return results
 
 
+def _log_lines(log: Path) -> list[str]:
+    return [line.strip() for line in log.read_text(errors="replace").splitlines()
+            if line.strip()]
+
+
 def _log_tail(log: Path) -> str:
-    lines = [line.strip() for line in log.read_text(errors="replace").splitlines()
-             if line.strip()]
-    return (lines or ["(empty)"])[-1][:300]
+    return (_log_lines(log) or ["(empty)"])[-1][:300]
 
 
 def _log_error(log: Path, code: int) -> str:
-    lines = [line.strip() for line in log.read_text(errors="replace").splitlines()
-             if line.strip()]
+    lines = _log_lines(log)
     errors = [line for line in lines if "Error" in line or "error" in line]
     return (errors or lines or [f"exit status {code}"])[-1][:300]
 
