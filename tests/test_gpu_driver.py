@@ -383,6 +383,19 @@ class FlashAttentionBackend:
         return "FLASH_ATTN"
 
 
+class TopKTopPSampler(Module):
+    # As vLLM's on CUDA: FlashInfer's path unless VLLM_USE_FLASHINFER_SAMPLER=0.
+    def __init__(self):
+        off = os.environ.get("VLLM_USE_FLASHINFER_SAMPLER") == "0"
+        self.forward = self.forward_native if off else self.forward_cuda
+
+    def forward_native(self):
+        pass
+
+    def forward_cuda(self):
+        pass
+
+
 class Attention(Module):
     def __init__(self, layer_name, version):
         self.layer_name = layer_name
@@ -394,7 +407,7 @@ class LLM:
     def __init__(self, **kwargs):
         if FAULT == "refuse":
             raise ValueError("max_model_len 2048 is longer than the draft's 256")
-        self.layers = [Attention("model.layers.0.self_attn.attn", 3)]
+        self.layers = [Attention("model.layers.0.self_attn.attn", 3), TopKTopPSampler()]
         self.llm_engine = SimpleNamespace(
             vllm_config=SimpleNamespace(use_v2_model_runner=True))
         self.draft = kwargs.get("speculative_config")
@@ -640,6 +653,17 @@ def test_engines_wait_for_their_trees_ready_file_and_then_run(tmp_path, monkeypa
     # Read off the engine's own attention layer.
     assert checks["dflash2_longctx_graph: attention backend by layer (info)"]["figure"] == (
         "FLASH_ATTN (FA3): model.layers.0.self_attn.attn")
+
+
+@pytest.mark.parametrize("flag, path", [((), "forward_native"),
+                                        (("--default-sampler",), "forward_cuda")])
+def test_the_sampler_each_engine_chose_is_read_off_it(tmp_path, monkeypatch, flag, path):
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    monkeypatch.delenv("VLLM_USE_FLASHINFER_SAMPLER", raising=False)
+    done = _run_fake(tmp_path, "base_longctx_graph", *flag, "--timeout", "120")
+    assert done.returncode == 0, done.stdout[-3000:]
+    checks = json.loads((tmp_path / "run" / "summary.json").read_text())["checks"]
+    assert checks["base_longctx_graph: top-k/top-p sampler path (info)"]["figure"] == {path: 1}
 
 
 def test_an_engine_whose_ready_file_never_comes_is_reported_not_started(

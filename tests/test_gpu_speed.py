@@ -1301,6 +1301,29 @@ def test_venv_interpreters_run_their_own_vllm_and_the_trees_stay_off_their_path(
         assert result["cache_root"].endswith(f"cache-{version}-venv")
 
 
+@pytest.mark.parametrize("venvs, expected", [
+    # pip's venvs have FlashInfer: vLLM's default sampler holds
+    (True, None),
+    # the bundle's trees do not: the PyTorch sampler, as before
+    (False, "0"),
+])
+def test_the_sampler_is_left_to_vllm_only_in_a_venv_made_by_pip(tmp_path, capsys,
+                                                                monkeypatch, venvs, expected):
+    monkeypatch.delenv("VLLM_USE_FLASHINFER_SAMPLER", raising=False)
+    if venvs:
+        _, where = _fake_trees(tmp_path, lambda tree: "raise RuntimeError('a tree ran')\n")
+        where += ["--python-0271", str(_fake_venv(tmp_path, "0.27.1")),
+                  "--python-0280", str(_fake_venv(tmp_path, "0.28.0"))]
+    else:
+        where = _fake_engines(tmp_path)
+    code = speed.main(["run", *where, "--round", "1", "--reps", "1",
+                       "--engines", "base,up_dflash2"])
+    assert code == 0, capsys.readouterr().out
+    for engine in ("base", "up_dflash2"):
+        result = json.loads((tmp_path / "run" / "results" / f"round1-{engine}.json").read_text())
+        assert result["flashinfer_sampler_env"] == expected
+
+
 def test_a_venv_of_another_version_than_its_flag_names_is_refused(tmp_path):
     where = _fake_engines(tmp_path)
     python = _fake_venv(tmp_path, "0.28.0")

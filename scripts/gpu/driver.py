@@ -270,8 +270,13 @@ def _worker_introspect(_worker=None) -> dict:
     # gc.get_objects; unfreezing only lets the collector see it again.
     gc.unfreeze()
     speculators, runners, dflash2_instances = {}, set(), 0
-    attention = {}
+    attention, samplers = {}, {}
     for obj in gc.get_objects():
+        # The top-k/top-p sampler binds the path it chose at construction:
+        # forward_cuda is FlashInfer's, forward_native PyTorch's.
+        if isinstance(obj, Module) and type(obj).__name__ == "TopKTopPSampler":
+            chosen = getattr(vars(obj).get("forward"), "__name__", "forward")
+            samplers[chosen] = samplers.get(chosen, 0) + 1
         # An attention layer keeps the backend vLLM chose for it, and its
         # implementation the FlashAttention version it calls, as plain
         # attributes; read through __dict__ only, since some objects the
@@ -301,7 +306,7 @@ def _worker_introspect(_worker=None) -> dict:
              for cls in (DFlashSpeculator, DFlash2Speculator)}
     return {"modules": modules, "speculators": speculators,
             "dflash2_instances": dflash2_instances, "model_runners": sorted(runners),
-            "attention": attention,
+            "attention": attention, "samplers": samplers,
             "draft_calls": calls, "pid": os.getpid()}
 
 
@@ -395,7 +400,8 @@ def run_engine(name: str, models_by_shape: dict, result_path: Path) -> None:
         workers = llm.collective_rpc(_worker_introspect)
         first = workers[0]
         result.update({k: first.get(k) for k in (
-            "modules", "speculators", "dflash2_instances", "model_runners", "attention")})
+            "modules", "speculators", "dflash2_instances", "model_runners", "attention",
+            "samplers")})
         result["draft_calls"] = first["draft_calls"]
         result["workers"] = workers
 
@@ -962,6 +968,8 @@ def summarize(results: dict) -> tuple[dict, bool]:
                   f"modules_from_this_tool={ours} startup={r.get('startup_s')}s")
             if r.get("attention"):
                 info(f"{name}: attention backend by layer", attention_by_backend(r["attention"]))
+            if r.get("samplers"):
+                info(f"{name}: top-k/top-p sampler path", r["samplers"])
         for key, trace in r.get("errors", {}).items():
             check(f"{name}: {key} phase", False, trace.strip().splitlines()[-1])
 
@@ -1282,8 +1290,10 @@ def run_all(args) -> int:
     if args.attention_backend is not None:
         os.environ["DRIVER_ATTENTION_BACKEND"] = args.attention_backend
     base_env = dict(os.environ, VLLM_ENABLE_V1_MULTIPROCESSING="0",
-                    HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-                    VLLM_USE_FLASHINFER_SAMPLER="0", PYTHONUNBUFFERED="1")
+                    HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONUNBUFFERED="1")
+    if not args.default_sampler:
+        # The bundle's trees come without FlashInfer: the PyTorch sampler.
+        base_env["VLLM_USE_FLASHINFER_SAMPLER"] = "0"
     base_env.update(NO_MULTICAST)
     started = time.time()
 
@@ -1456,6 +1466,10 @@ def main() -> int:
                           "running when the run starts")
     run.add_argument("--attention-backend", help="every engine's attention backend "
                      "(default TRITON_ATTN); 'auto' leaves it to vLLM")
+    run.add_argument("--default-sampler", action="store_true",
+                     help="leave VLLM_USE_FLASHINFER_SAMPLER to vLLM (on CUDA its default "
+                          "is FlashInfer's sampler, which a venv made by pip has); "
+                          "otherwise every engine runs the PyTorch sampler")
     models = sub.add_parser("models", help="only write the checkpoints")
     models.add_argument("--out", type=Path, required=True)
     models.add_argument("--shapes", default="tiny")

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The driver's checks on the real install (README, "A real install"): every
 # engine in a venv that pip made, 0.27.1 as the tool left it and upstream
-# 0.28.0, with the attention backend left to vLLM, started as soon as its
-# venv is ready (real_install_venv.sh touches STORE/venv-V.ready), so that a
-# call may begin while the installs and verify --gpu still run.
+# 0.28.0, with the attention backend and the sampler left to vLLM (SAMPLER=
+# pytorch keeps the PyTorch sampler, as the bundle's runs have it), started
+# as soon as its venv is ready (real_install_venv.sh touches
+# STORE/venv-V.ready), so that a call may begin while the installs and
+# verify --gpu still run.
 #
 #     CONFIGS=a,b,... [PHASES=check,serve] [REUSE=1] [STACK_DUMP_S=40] \
 #         bash scripts/gpu/real_install_checks.sh SECONDS
@@ -24,6 +26,8 @@ stamp=$(date +%H%M%S)
 mkdir -p "$results" "$run"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 [ -n "${STACK_DUMP_S:-}" ] && export DRIVER_STACK_DUMP_S=$STACK_DUMP_S
+SAMPLER_FLAG=--default-sampler
+[ "${SAMPLER:-}" = pytorch ] && SAMPLER_FLAG=
 
 nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv -l 5 \
     > "$results/gpu-$stamp.csv" 2>&1 &
@@ -31,7 +35,7 @@ sampler=$!
 # No tree of the bundle here: each version runs in its venv's interpreter.
 python3 "$here/driver.py" run --out "$run" --phases "${PHASES:-check}" \
     --configs "${CONFIGS:?which configurations}" --attention-backend auto \
-    --serve-dtype bfloat16 \
+    --serve-dtype bfloat16 ${SAMPLER_FLAG} \
     --python-0271 "$store/venv-0.27.1/bin/python" \
     --python-0280 "$store/venv-0.28.0/bin/python" \
     --tree-0271 "$store/no-tree" --tree-0280 "$store/no-tree" \

@@ -253,10 +253,12 @@ class Engine:
         # and by its later rounds: only the first start compiles.
         self.env = engine_env(args, tree, cache_name(args.versions[tree],
                                                      args.attention_backend, bool(python)))
-        # The engine core in this process, where the profiler sees its kernels;
-        # FlashInfer's sampler is not on the machine.
+        # The engine core in this process, where the profiler sees its kernels.
         self.env.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-        self.env.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
+        if not python:
+            # The bundle's trees come without FlashInfer; a venv made by pip
+            # has it, and there vLLM's own default (its sampler on CUDA) holds.
+            self.env.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
         if args.torch_threads:
             self.env["OMP_NUM_THREADS"] = str(args.torch_threads)
         stem = f"round{args.round}-{name}"

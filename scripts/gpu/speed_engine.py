@@ -74,6 +74,7 @@ def run_engine(args) -> None:
     version = args.vllm_version or VERSIONS[ENGINES[args.name][0]]
     result = {"engine": args.name, "round": args.round, "version": version,
               "attention_backend": args.attention_backend,
+              "flashinfer_sampler_env": os.environ.get("VLLM_USE_FLASHINFER_SAMPLER"),
               "cells": {}, "timings": {}, "errors": {}}
     result_path = Path(args.result)
 
