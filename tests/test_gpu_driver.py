@@ -517,6 +517,16 @@ def test_an_engine_path_is_its_trees_own_list_where_the_tree_has_one(tmp_path, l
     assert env["PYTHONPATH"].split(":") == [p.format(tree=tree) for p in expected]
 
 
+def test_each_tree_builds_flashinfer_kernels_in_a_workspace_of_its_own(tmp_path):
+    trees = {"closure": "/vt", "up": "/vt28"}
+    spaces = {(tree, name): driver._engine_env({}, tree, trees, "/site", tmp_path, name)[
+        "FLASHINFER_WORKSPACE_BASE"] for tree, name in
+        [("closure", "a"), ("closure", "b"), ("up", "c")]}
+    # one workspace for the engines of a tree, another for the other tree
+    assert spaces["closure", "a"] == spaces["closure", "b"] != spaces["up", "c"]
+    assert all(Path(space).is_relative_to(tmp_path) for space in spaces.values())
+
+
 def _sampled_result(draw, greedy=((5, 6, 7),), counters=None):
     """An engine's result: 2000 seeded requests per temperature whose six
     tokens come from `draw(seed)`."""

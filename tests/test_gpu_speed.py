@@ -1324,6 +1324,22 @@ def test_the_sampler_is_left_to_vllm_only_in_a_venv_made_by_pip(tmp_path, capsys
         assert result["flashinfer_sampler_env"] == expected
 
 
+def test_each_venv_builds_flashinfer_kernels_in_a_workspace_of_its_own(tmp_path, capsys,
+                                                                       monkeypatch):
+    monkeypatch.delenv("FLASHINFER_WORKSPACE_BASE", raising=False)
+    _, where = _fake_trees(tmp_path, lambda tree: "raise RuntimeError('a tree ran')\n")
+    where += ["--python-0271", str(_fake_venv(tmp_path, "0.27.1")),
+              "--python-0280", str(_fake_venv(tmp_path, "0.28.0"))]
+    code = speed.main(["run", *where, "--round", "1", "--reps", "1",
+                       "--engines", "base,dflash2,up_base"])
+    assert code == 0, capsys.readouterr().out
+    spaces = {engine: json.loads((tmp_path / "run" / "results" / f"round1-{engine}.json")
+                                 .read_text())["flashinfer_workspace"]
+              for engine in ("base", "dflash2", "up_base")}
+    assert spaces["base"] == spaces["dflash2"] != spaces["up_base"]
+    assert all(Path(space).is_relative_to(tmp_path / "run") for space in spaces.values())
+
+
 def test_a_venv_of_another_version_than_its_flag_names_is_refused(tmp_path):
     where = _fake_engines(tmp_path)
     python = _fake_venv(tmp_path, "0.28.0")

@@ -1210,6 +1210,10 @@ def _engine_env(base_env: dict, tree: str, trees: dict, site: str, out: Path,
     rest = [p for p in rest if p not in first]
     env = dict(base_env, PYTHONPATH=":".join([*first, *rest]),
                VLLM_CACHE_ROOT=str(out / "vllm-cache" / name))
+    # FlashInfer builds its kernels into one directory per user, with the
+    # venv's torch paths in the build file: two venvs sharing it rebuild
+    # each other's kernels at every start. One per tree, shared by its engines.
+    env.setdefault("FLASHINFER_WORKSPACE_BASE", str(out / "flashinfer" / tree))
     env.update(NO_MULTICAST)
     return env
 

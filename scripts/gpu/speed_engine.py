@@ -75,6 +75,7 @@ def run_engine(args) -> None:
     result = {"engine": args.name, "round": args.round, "version": version,
               "attention_backend": args.attention_backend,
               "flashinfer_sampler_env": os.environ.get("VLLM_USE_FLASHINFER_SAMPLER"),
+              "flashinfer_workspace": os.environ.get("FLASHINFER_WORKSPACE_BASE"),
               "cells": {}, "timings": {}, "errors": {}}
     result_path = Path(args.result)
 
