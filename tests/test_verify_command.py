@@ -173,3 +173,26 @@ def test_a_signal_that_lands_as_the_probe_starts_still_ends_it(tmp_path, monkeyp
     finally:
         for pid in _processes_mentioning(str(scratch)):
             os.kill(pid, signal.SIGKILL)
+
+
+# Where each library the engines load keeps its caches, unless told otherwise:
+# every one must be sent into the scratch directory, which verify removes.
+CACHE_LOCATIONS = [
+    "VLLM_CACHE_ROOT",  # torch.compile artefacts, FlashInfer's autotune cache
+    "VLLM_CONFIG_ROOT",
+    "TORCHINDUCTOR_CACHE_DIR",
+    "TRITON_CACHE_DIR",
+    "TRITON_HOME",
+    "CUDA_CACHE_PATH",  # the driver's PTX cache, ~/.nv by default
+    "XDG_CACHE_HOME",  # Hugging Face, pip, and the rest that follow XDG
+    "FLASHINFER_WORKSPACE_BASE",  # FlashInfer's JIT kernels, ~/.cache/flashinfer
+    "TMPDIR",
+]
+
+
+@pytest.mark.parametrize("name", CACHE_LOCATIONS)
+def test_every_cache_the_engines_keep_goes_into_the_scratch_directory(tmp_path, name):
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    environment = verify.scratch_environment(scratch)
+    assert Path(environment[name]).is_relative_to(scratch)

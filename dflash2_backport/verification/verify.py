@@ -117,6 +117,9 @@ def scratch_environment(scratch: Path) -> dict[str, str]:
         TRITON_CACHE_DIR=str(scratch / "triton"),
         TRITON_HOME=str(scratch / "triton-home"),
         CUDA_CACHE_PATH=str(scratch / "cuda-cache"),
+        # FlashInfer builds its JIT kernels (vLLM's top-k and sampler on CUDA)
+        # under the home directory, not XDG_CACHE_HOME.
+        FLASHINFER_WORKSPACE_BASE=str(scratch / "flashinfer"),
         XDG_CACHE_HOME=str(scratch / "xdg-cache"),
         TMPDIR=str(scratch / "tmp"),
         HF_HUB_OFFLINE="1",

@@ -18,7 +18,9 @@
 # temporary directory it removes at the end; a watcher copies them out while
 # it runs (RESULTS/verify-gpu-engine-*.log), and the lines where vLLM names
 # the attention backend it chose go to RESULTS/tool-runs.txt (verify --gpu
-# runs with VLLM_LOGGING_LEVEL=INFO for that, unless it is set).
+# runs with VLLM_LOGGING_LEVEL=INFO for that, unless it is set). Its HOME is
+# an empty directory (STORE/verify-home), and what it holds afterwards is
+# listed there too: verify must leave nothing.
 set -u
 store=${RI_STORE:-/tmp/ri}
 py=${PY:-$store/venv-0.27.1/bin/python}
@@ -74,7 +76,15 @@ watcher=$!
 # The engines log at WARNING unless VLLM_LOGGING_LEVEL says otherwise (the
 # tool passes a user's own setting on); at INFO they name the attention
 # backend vLLM chose.
-VLLM_LOGGING_LEVEL=${VLLM_LOGGING_LEVEL:-INFO} run verify-gpu verify --gpu --python "$py"
+# An empty home directory of its own, so that whatever it leaves there shows.
+home=$store/verify-home
+rm -rf "$home"
+mkdir -p "$home"
+HOME=$home VLLM_LOGGING_LEVEL=${VLLM_LOGGING_LEVEL:-INFO} run verify-gpu verify --gpu --python "$py"
+{
+    echo "== left in the home directory by verify --gpu: $(find "$home" -mindepth 1 | wc -l) paths"
+    find "$home" -mindepth 1 -maxdepth 4 | head -20
+} | tee -a "$all"
 kill $watcher 2>/dev/null
 wait $watcher 2>/dev/null
 {
