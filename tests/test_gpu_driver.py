@@ -527,6 +527,22 @@ def test_each_tree_builds_flashinfer_kernels_in_a_workspace_of_its_own(tmp_path)
     assert all(Path(space).is_relative_to(tmp_path) for space in spaces.values())
 
 
+@pytest.mark.parametrize("python, built_ahead, expected", [
+    # a venv whose kernels real_install_venv.sh built ahead: its own
+    ("venv/bin/python", True, "venv/flashinfer"),
+    # a venv without them, or a tree on PYTHONPATH: the run's, per tree
+    ("venv/bin/python", False, "run/flashinfer/closure"),
+    (None, True, "run/flashinfer/closure"),
+])
+def test_an_engine_finds_the_flashinfer_kernels_its_venv_built_ahead(
+        tmp_path, python, built_ahead, expected):
+    if built_ahead:
+        (tmp_path / "venv" / "flashinfer").mkdir(parents=True)
+    env = driver._engine_env({}, "closure", {"closure": "/vt"}, "/site", tmp_path / "run",
+                             "a", str(tmp_path / python) if python else None)
+    assert env["FLASHINFER_WORKSPACE_BASE"] == str(tmp_path / expected)
+
+
 def _sampled_result(draw, greedy=((5, 6, 7),), counters=None):
     """An engine's result: 2000 seeded requests per temperature whose six
     tokens come from `draw(seed)`."""

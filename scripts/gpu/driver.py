@@ -1197,8 +1197,19 @@ def summarize(results: dict) -> tuple[dict, bool]:
 # Orchestration
 # --------------------------------------------------------------------------
 
+def flashinfer_workspace(python: str | None, fallback: Path) -> str:
+    """Where an engine's FlashInfer builds and finds its JIT kernels: a venv
+    made by real_install_venv.sh has them built ahead in VENV/flashinfer;
+    elsewhere one workspace in the run per tree or version (`fallback`)."""
+    if python:
+        own = Path(python).parent.parent / "flashinfer"
+        if own.is_dir():
+            return str(own)
+    return str(fallback)
+
+
 def _engine_env(base_env: dict, tree: str, trees: dict, site: str, out: Path,
-                name: str) -> dict:
+                name: str, python: str | None = None) -> dict:
     """The environment of one engine: its tree first, then the wheels; a
     tree that needs wheels of its own (the newest upstream's) names its whole
     path in TREE/.pythonpath, which setup_device.sh writes."""
@@ -1213,7 +1224,8 @@ def _engine_env(base_env: dict, tree: str, trees: dict, site: str, out: Path,
     # FlashInfer builds its kernels into one directory per user, with the
     # venv's torch paths in the build file: two venvs sharing it rebuild
     # each other's kernels at every start. One per tree, shared by its engines.
-    env.setdefault("FLASHINFER_WORKSPACE_BASE", str(out / "flashinfer" / tree))
+    env.setdefault("FLASHINFER_WORKSPACE_BASE",
+                   flashinfer_workspace(python, out / "flashinfer" / tree))
     env.update(NO_MULTICAST)
     return env
 
@@ -1358,7 +1370,8 @@ def run_all(args) -> int:
                 seen_ready.add(tree)
                 print(f"{tree}: {waits[tree]} is there after "
                       f"{time.time() - started:.0f} s", flush=True)
-            env = _engine_env(base_env, tree, trees, args.site, out, name)
+            env = _engine_env(base_env, tree, trees, args.site, out, name,
+                              pythons.get(tree))
             procs[name] = _launch(out, name, env, arguments(),
                                   pythons.get(tree, sys.executable))
             launches.remove(item)
@@ -1382,7 +1395,8 @@ def run_all(args) -> int:
         # One at a time, so that each has the GPU alone.
         for name in [n for n in args.throughput_configs.split(",") if n]:
             config = config_of(name)
-            env = _engine_env(base_env, config["tree"], trees, args.site, out, name)
+            env = _engine_env(base_env, config["tree"], trees, args.site, out, name,
+                              pythons.get(config["tree"]))
             t = time.time()
             proc = _launch(out, name, env, engine_args(name),
                            pythons.get(config["tree"], sys.executable))

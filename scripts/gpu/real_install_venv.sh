@@ -16,7 +16,9 @@
 # 3. `pip check`, `pip list -v` (where each package comes from), and
 #    real_install_probe.py in the venv: torch's CUDA build and libraries,
 #    FlashAttention 3's own extension, vLLM's platform.
-# 4. For 0.27.1: real_install.sh, the tool as a user runs it, on this venv.
+# 4. FlashInfer's JIT kernels built ahead into VENV/flashinfer (in the
+#    background), and for 0.27.1: real_install.sh, the tool as a user runs
+#    it, on this venv.
 # STORE/venv-VERSION.ready marks a venv the driver may use (for 0.27.1,
 # once the tool has left it patched, before verify --gpu);
 # STORE/venv-VERSION.done or .failed marks the end; STORE/results/summary-VERSION.txt
@@ -78,6 +80,23 @@ step "pip-list-$version" "${pip[@]}" list -v
 step "probe-$version" "$venv/bin/python" "$here/real_install_probe.py"
 grep -E '^(torch|cuda|cudnn|nccl|fa3|vllm|platform|flashinfer|loaded)' \
     "$results/probe-$version.txt" | sed 's/^/    /' >> "$summary"
+# FlashInfer's JIT kernels that vLLM's engines build at their first start
+# (the top-k and the sampler's, about 150 and 100 s with nvcc), built now,
+# beside the tool's runs, into VENV/flashinfer, where the driver's and the
+# speed benchmark's engines on this venv look for them.
+prebuild() {  # prebuild MODULE: build and load flashinfer.MODULE's JIT kernels
+    FLASHINFER_WORKSPACE_BASE=$venv/flashinfer "$venv/bin/python" -c "
+import time, importlib
+started = time.time()
+module = importlib.import_module('flashinfer.$1')
+getattr(module, 'get_$1_module')()
+print('$1 kernels built and loaded in %.0f s' % (time.time() - started))"
+}
+mkdir -p "$venv/flashinfer"
+step "flashinfer-topk-$version" prebuild topk &
+topk=$!
+step "flashinfer-sampling-$version" prebuild sampling &
+sampling=$!
 # STORE/venv-VERSION.ready: the venv is installed and, for 0.27.1, patched by
 # the tool for good; the driver's engines may start on it (--ready).
 if [ "$version" = 0.27.1 ] && [ -z "${RI_NO_TOOL_RUNS:-}" ]; then
@@ -87,5 +106,6 @@ if [ "$version" = 0.27.1 ] && [ -z "${RI_NO_TOOL_RUNS:-}" ]; then
 else
     touch "$store/venv-$version.ready"
 fi
+wait $topk $sampling
 touch "$store/venv-$version.done"
 say "done"

@@ -375,7 +375,8 @@ def engine_env(args, tree: str, cache: str) -> dict:
     # FlashInfer builds its kernels into one directory per user, with the
     # venv's torch paths in the build file: two venvs sharing it rebuild
     # each other's kernels at every start (about 100 s each). One per cache.
-    env.setdefault("FLASHINFER_WORKSPACE_BASE", str(args.run / "flashinfer" / cache))
+    env.setdefault("FLASHINFER_WORKSPACE_BASE", driver.flashinfer_workspace(
+        pythons_of(args)[tree], args.run / "flashinfer" / cache))
     rest = [p for p in env.pop("PYTHONPATH", "").split(":") if p and p not in own]
     if rest:
         env["PYTHONPATH"] = ":".join(rest)
