@@ -8,6 +8,7 @@ tree, and judges the tree with its own independent reading of it (Python's
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import os
 import shutil
@@ -31,6 +32,7 @@ from tests.faults import (
     signal_self,
     start_tool,
 )
+from tests.forked_kills import ForkedKills
 from tests.trees import INSTALLED, TARGETS, make_site, snapshot
 
 pytestmark = [pytest.mark.wheels, pytest.mark.faults]
@@ -56,19 +58,30 @@ TOOL_FILES = (".dflash2-backport-new", ".dflash2-backport-intent.json", ".dflash
 # -- an independent reading of the tree ------------------------------------------
 
 
-def _names(path: Path) -> set[str]:
+def _names(path: Path) -> frozenset[str]:
     """Every name defined, assigned, referenced or used as a string in a file."""
-    names = set()
-    for node in ast.walk(ast.parse(path.read_bytes())):
+    return _read(path.read_bytes())[0]
+
+
+@functools.lru_cache(maxsize=None)
+def _read(data: bytes) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
+    """The names a file's source uses (`_names`), the attributes it reads
+    and the functions it defines. A sweep meets each file in two or three
+    states thousands of times: each is read once."""
+    names, attributes, functions = set(), set(), set()
+    for node in ast.walk(ast.parse(data)):
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
             names.add(node.name)
         elif isinstance(node, ast.Name):
             names.add(node.id)
         elif isinstance(node, ast.Attribute):
             names.add(node.attr)
+            attributes.add(node.attr)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             names.add(node.value)
-    return names
+        if isinstance(node, ast.FunctionDef):
+            functions.add(node.name)
+    return frozenset(names), frozenset(attributes), frozenset(functions)
 
 
 def broken(site: Path, pristine: dict, applied: dict, only_pr: dict | None = None) -> list[str]:
@@ -85,14 +98,8 @@ def broken(site: Path, pristine: dict, applied: dict, only_pr: dict | None = Non
         if data not in states:
             problems.append(f"{relative}: neither 0.27.1's nor the patched bytes")
     for caller, name, definer in FIX_CALLS:
-        calls = any(
-            isinstance(n, ast.Attribute) and n.attr == name
-            for n in ast.walk(ast.parse((site / caller).read_bytes()))
-        )
-        defines = any(
-            isinstance(n, ast.FunctionDef) and n.name == name
-            for n in ast.walk(ast.parse((site / definer).read_bytes()))
-        )
+        calls = name in _read((site / caller).read_bytes())[1]
+        defines = name in _read((site / definer).read_bytes())[2]
         if calls and not defines:
             problems.append(f"{caller} calls {name}, which {definer} lacks")
     for relative in INSTALLED:
@@ -160,33 +167,81 @@ SWEEPS = [
     (["apply", "--only-pr"], "applied", "only_pr"),
     (["apply"], "only_pr", "applied"),
 ]
+#: The commit's first act, after the lock, recovery and the plan: staging its record.
+AFTER_THE_PLAN = ".dflash2-backport-intent.json.dflash2-backport-new"
 
 
 def counted_calls(trees: dict, args: list[str], start: str, log: Path) -> list[tuple[int, str]]:
     """Every call of `args` that creates, fills, replaces or removes
     something in the tree, numbered as the fault hook counts them."""
+    return [(at, operation) for at, operation, _ in _traced(trees, args, start, log)]
+
+
+def _traced(trees: dict, args: list[str], start: str, log: Path) -> list[tuple[int, str, str]]:
+    """`counted_calls`, each with the paths it names."""
     site = trees["site"]
     _restore(site, trees[start])
     log.unlink(missing_ok=True)
     traced = run_tool(args, hook=trees["hook"], root=site, act="", log=log, ops=EVERY_WRITE)
     assert traced.returncode == 0, traced.stderr
+    return _calls_in(log)
+
+
+def _calls_in(log: Path) -> list[tuple[int, str, str]]:
     return [
-        (int(number), operation)
-        for number, operation, *_ in (line.split(" ") for line in log.read_text().splitlines())
+        (int(number), operation, " ".join(paths))
+        for number, operation, *paths in (line.split(" ") for line in log.read_text().splitlines())
         if number != "-"
     ]
 
 
-def on_every_core(tmp_path: Path, items: list, check: Callable[[Path, object], object]) -> list:
-    """`check(site, item)` for every item, each core working on a tree of its
-    own; the results that are not None. Every item still kills and runs
-    real processes: only the waiting is shared."""
-    workers = max(1, min(len(items), os.cpu_count() or 1))
-    sites = [tmp_path / f"worker-{i}" / "site" for i in range(workers)]
+#: What a kill returns: how the run ended, and what it printed.
+Killed = tuple[int, str]
+
+
+def kills_on_every_core(
+    tmp_path: Path,
+    trees: dict,
+    command: list[str],
+    prepare: Callable[[Path], None],
+    first_forked: int,
+    kills: list[tuple[int, str]],
+    check: Callable[[Path, tuple[int, str], Killed], object],
+) -> list:
+    """`check(site, kill, how the killed run ended)` for every kill of
+    `command` on a tree that `prepare(site)` sets up; the results that are
+    not None. Each core works on a tree of its own, and has one run of
+    `command` serve its kills from call `first_forked` on, forked after the
+    plan (forked_kills.py); a kill at an earlier call is a run of its own.
+    Every kill is of a real run of the tool, and every check runs real
+    processes: only the run up to the plan, and the waiting, are shared."""
+    workers = max(1, min(len(kills), os.cpu_count() or 1))
+    args = [*command, "--site-packages"]
+
+    def share(worker: int) -> list:
+        site = tmp_path / f"worker-{worker}" / "site"
+        mine = kills[worker::workers]
+        results = []
+        prepare(site)
+        with ForkedKills([*args, str(site)], site, trees["hook"], AFTER_THE_PLAN,
+                         tmp_path / f"worker-{worker}" / "scratch") as server:
+            assert server.first == first_forked, (server.first, first_forked)
+            results += [check(site, kill, server.kill(*kill)) for kill in mine
+                        if kill[0] >= first_forked]
+        for at, act in [kill for kill in mine if kill[0] < first_forked]:
+            prepare(site)
+            killed = run_tool([*args, str(site)], hook=trees["hook"], root=site, at=at,
+                              act=act, ops=EVERY_WRITE)
+            results.append(check(site, (at, act), (killed.returncode, killed.stderr)))
+        return results
+
     with ThreadPoolExecutor(workers) as pool:
-        shares = pool.map(lambda i: [check(sites[i], item) for item in items[i::workers]],
-                          range(workers))
-        return [result for share in shares for result in share if result is not None]
+        shares = pool.map(share, range(workers))
+        return [result for results in shares for result in results if result is not None]
+
+
+def _first_after_the_plan(calls: list[tuple[int, str, str]]) -> int:
+    return next(at for at, _, paths in calls if paths.endswith(AFTER_THE_PLAN))
 
 
 @pytest.mark.parametrize("command, start, goal", SWEEPS,
@@ -198,28 +253,30 @@ def test_a_kill_at_any_write_torn_or_not_leaves_a_working_tree_and_the_next_run_
     file (the staged files' creation and writing included), and half-way
     through each write: the tree works as it stands, and the same command
     run again finishes the job, leaving nothing of the tool's behind."""
-    calls = counted_calls(trees, [*command, "--site-packages", str(trees["site"])], start,
-                          tmp_path / "calls.log")
+    traced = _traced(trees, [*command, "--site-packages", str(trees["site"])], start,
+                     tmp_path / "calls.log")
+    calls = [(at, operation) for at, operation, _ in traced]
     operations = {operation for _, operation in calls}
     assert {"create", "write", "replace"} <= operations, operations
     kills = [(at, KILL) for at, _ in calls] + [(at, TORN) for at, op in calls if op == "write"]
 
-    def kill_then_finish(site: Path, kill: tuple[int, str]):
+    def kill_then_finish(site: Path, kill: tuple[int, str], killed: Killed):
         at, act = kill
-        args = [*command, "--site-packages", str(site)]
-        _restore(site, trees[start])
-        killed = run_tool(args, hook=trees["hook"], root=site, at=at, act=act, ops=EVERY_WRITE)
-        if killed.returncode != -signal.SIGKILL:
-            return (at, "not killed", killed.returncode, killed.stderr.strip()[-300:])
+        code, output = killed
+        if code != -signal.SIGKILL:
+            return (at, "not killed", code, output.strip()[-300:])
         problems = broken(site, trees["pristine"], trees["applied"], trees["only_pr"])
-        finished = run_tool(args)
+        finished = run_tool([*command, "--site-packages", str(site)])
         if finished.returncode != 0 or problems or snapshot(site) != trees[goal] \
                 or leftovers(site):
             return (at, "torn" if act == TORN else "kill", problems,
                     finished.stderr.strip()[-300:], leftovers(site))
         return None
 
-    wrong = on_every_core(tmp_path, kills, kill_then_finish)
+    wrong = kills_on_every_core(
+        tmp_path, trees, command, lambda site: _restore(site, trees[start]),
+        _first_after_the_plan(traced), kills, kill_then_finish,
+    )
     print(f"{command}: {len(wrong)} wrong of {len(kills)} kills")
     assert len(kills) >= 40
     assert wrong == []
@@ -249,24 +306,26 @@ def test_a_run_killed_while_it_finishes_a_killed_run_is_finished_by_the_next(
     traced = run_tool(["apply", "--site-packages", str(site)], hook=trees["hook"], root=site,
                       act="", log=log, ops=EVERY_WRITE)
     assert traced.returncode == 0, traced.stderr
-    second = [int(line.split(" ")[0]) for line in log.read_text().splitlines()
-              if line.split(" ")[1] == "write"]
+    calls = _calls_in(log)
+    second = [at for at, operation, _ in calls if operation == "write"]
 
-    def crash_again_then_finish(site: Path, at: int):
-        args = ["apply", "--site-packages", str(site)]
-        crash_once(site)
-        again = run_tool(args, hook=trees["hook"], root=site, at=at, act=TORN, ops=EVERY_WRITE)
-        if again.returncode != -signal.SIGKILL:
-            return (at, "not killed", again.returncode, again.stderr.strip()[-300:])
+    def crash_again_then_finish(site: Path, kill: tuple[int, str], killed: Killed):
+        at, _ = kill
+        code, output = killed
+        if code != -signal.SIGKILL:
+            return (at, "not killed", code, output.strip()[-300:])
         problems = broken(site, trees["pristine"], trees["applied"])
-        finished = run_tool(args)
+        finished = run_tool(["apply", "--site-packages", str(site)])
         if finished.returncode != 0 or problems or snapshot(site) != trees["applied"] \
                 or leftovers(site):
             return (at, problems, finished.stderr.strip()[-300:], leftovers(site))
         return None
 
     assert len(second) >= 10
-    assert on_every_core(tmp_path, second, crash_again_then_finish) == []
+    assert kills_on_every_core(
+        tmp_path, trees, ["apply"], crash_once, _first_after_the_plan(calls),
+        [(at, TORN) for at in second], crash_again_then_finish,
+    ) == []
 
 
 def test_an_interrupted_apply_only_pr_is_finished_by_a_plain_apply(trees: dict) -> None:
