@@ -15,11 +15,15 @@ calls of `os.open` that may create a file, and `write`, the calls of
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+
+from tests.tool_server import Run, ToolServer
 
 _HOOK = Path(__file__).with_name("fault_hook.py")
 
@@ -44,9 +48,32 @@ def install_hook(directory: Path) -> Path:
     return directory
 
 
+#: Where runs are forked from while `served_runs` is in effect.
+_server: ToolServer | None = None
+
+
+@contextlib.contextmanager
+def served_runs() -> Iterator[None]:
+    """Runs of the tool, meanwhile, forked from one process that has
+    imported it (tool_server.py), except those about the imports."""
+    global _server
+    previous, _server = _server, ToolServer()
+    try:
+        yield
+    finally:
+        _server.close()
+        _server = previous
+
+
+def _served(fault: dict) -> bool:
+    return _server is not None and not fault.get("on_import")
+
+
 def run_tool(args: list[str], *, timeout: float = 120, **fault) -> subprocess.CompletedProcess:
     """Run `python -m dflash2_backport ARGS`, with the fault hook when given
     (the fault's keywords are `_environment`'s)."""
+    if _served(fault):
+        return _server.start(args, _environment(**fault), fault.get("hook")).completed(timeout)
     return subprocess.run(
         [sys.executable, "-m", "dflash2_backport", *args],
         capture_output=True,
@@ -56,8 +83,10 @@ def run_tool(args: list[str], *, timeout: float = 120, **fault) -> subprocess.Co
     )
 
 
-def start_tool(args: list[str], **fault) -> subprocess.Popen:
+def start_tool(args: list[str], **fault) -> subprocess.Popen | Run:
     """`run_tool`, but started and left running: the caller waits for it."""
+    if _served(fault):
+        return _server.start(args, _environment(**fault), fault.get("hook"))
     return subprocess.Popen(
         [sys.executable, "-m", "dflash2_backport", *args],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -29,6 +29,7 @@ from tests.faults import (
     append_to,
     install_hook,
     run_tool,
+    served_runs,
     signal_self,
     start_tool,
 )
@@ -36,6 +37,14 @@ from tests.forked_kills import ForkedKills
 from tests.trees import INSTALLED, TARGETS, make_site, snapshot
 
 pytestmark = [pytest.mark.wheels, pytest.mark.faults]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _runs_forked_from_one_server():
+    """Every run here is a process of its own, forked from one that has
+    imported the tool (tool_server.py), but for the runs about the imports."""
+    with served_runs():
+        yield
 
 REGISTRY, DISPATCH, CONFIG, SPECULATIVE = (
     "vllm/model_executor/models/registry.py",
@@ -238,6 +247,18 @@ def kills_on_every_core(
     with ThreadPoolExecutor(workers) as pool:
         shares = pool.map(share, range(workers))
         return [result for results in shares for result in results if result is not None]
+
+
+def on_every_core(tmp_path: Path, items: list, check: Callable[[Path, object], object]) -> list:
+    """`check(site, item)` for every item, each core working on a tree of its
+    own; the results that are not None. Every item still runs real
+    processes: only the waiting is shared."""
+    workers = max(1, min(len(items), os.cpu_count() or 1))
+    sites = [tmp_path / f"worker-{i}" / "site" for i in range(workers)]
+    with ThreadPoolExecutor(workers) as pool:
+        shares = pool.map(lambda i: [check(sites[i], item) for item in items[i::workers]],
+                          range(workers))
+        return [result for share in shares for result in share if result is not None]
 
 
 def _first_after_the_plan(calls: list[tuple[int, str, str]]) -> int:
@@ -460,23 +481,18 @@ def test_a_file_edited_during_the_run_is_kept_and_nothing_is_written(
 @pytest.mark.parametrize("mix", [("apply",) * 4, ("revert",) * 4, ("apply", "revert") * 2],
                          ids=["4 applies", "4 reverts", "2 applies and 2 reverts"])
 def test_concurrent_runs_leave_the_tree_wholly_applied_or_wholly_pristine(
-    trees: dict, mix: tuple[str, ...]
+    trees: dict, mix: tuple[str, ...], tmp_path: Path
 ) -> None:
-    site, pristine, applied = trees["site"], trees["pristine"], trees["applied"]
+    pristine, applied = trees["pristine"], trees["applied"]
     same = len(set(mix)) == 1
-    for round_ in range(20):
+
+    def race(site: Path, round_: int) -> None:
         # The same command on every rank starts where it has work to do; a
         # mix starts from either end in turn.
         start = pristine if (mix[0] == "apply" if same else round_ % 2 == 0) else applied
         _restore(site, start)
-        processes = [
-            subprocess.Popen(
-                [sys.executable, "-m", "dflash2_backport", command, "--site-packages",
-                 str(site), "--json"],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            )
-            for command in mix
-        ]
+        processes = [start_tool([command, "--site-packages", str(site), "--json"])
+                     for command in mix]
         outcomes = [(p.wait(timeout=300), *p.communicate()) for p in processes]
         for code, stdout, stderr in outcomes:
             assert code in ((0,) if same else (0, 2)), f"round {round_}: {stdout}{stderr}"
@@ -491,6 +507,9 @@ def test_concurrent_runs_leave_the_tree_wholly_applied_or_wholly_pristine(
             actions = sorted(json.loads(stdout)["action"] for _, stdout, _ in outcomes)
             written = {"apply": "applied", "revert": "reverted"}[mix[0]]
             assert actions == sorted(["nothing-to-do"] * 3 + [written])
+
+    # A round mostly waits: for the lock, and for the backoff after it.
+    on_every_core(tmp_path, list(range(20)), race)
 
 
 # -- owners, modes and what is not a plain file ------------------------------------------
@@ -588,10 +607,7 @@ def test_a_second_writer_waits_naming_the_holder_then_plans_again(trees: dict) -
     site = trees["site"]
     lock = TreeLock(site, "apply")
     lock.acquire(5, lambda _: None)
-    waiter = subprocess.Popen(
-        [sys.executable, "-m", "dflash2_backport", "apply", "--site-packages", str(site)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
+    waiter = start_tool(["apply", "--site-packages", str(site)])
     time.sleep(3)
     assert waiter.poll() is None  # still waiting
     lock.release()
@@ -745,10 +761,7 @@ def test_recovery_waits_for_the_lock_and_never_finishes_a_live_writers_commit(
     interrupted = _without_lock(site)
     with TreeLock(site, "apply") as lock:
         lock.acquire(5, lambda _: None)
-        waiter = subprocess.Popen(
-            [sys.executable, "-m", "dflash2_backport", "apply", "--site-packages", str(site)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )
+        waiter = start_tool(["apply", "--site-packages", str(site)])
         time.sleep(3)
         assert waiter.poll() is None
         assert _without_lock(site) == interrupted
