@@ -61,12 +61,12 @@ def _wrap(name):
         if paths and any(str(p).startswith(_root) for p in paths):
             if not _match or any(str(p).endswith(_match) for p in paths):
                 _count[0] += 1
-                if _log:
-                    with open(_log, "a") as log:
-                        log.write(f"{_count[0]} {name} {' '.join(paths)}\n")
                 if _fork_at and not _forked[0] and any(str(p).endswith(_fork_at) for p in paths):
                     _forked[0] = True
                     _serve_kills()
+                if _log:
+                    with open(_log, "a") as log:
+                        log.write(f"{_count[0]} {name} {' '.join(paths)}\n")
                 if _count[0] == _at:
                     exec(_act, {"os": os, "signal": signal, "paths": paths, "root": _root,
                                 "args": args, "real": real})
@@ -97,7 +97,7 @@ def _serve_kills():
     import json
     import socket
 
-    global _at, _act
+    global _at, _act, _log
     control = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     address = os.environ["FAULT_CONTROL"]  # "@name": a name in the abstract namespace
     control.connect("\0" + address[1:] if address.startswith("@") else address)
@@ -129,7 +129,7 @@ def _serve_kills():
             os.dup2(output, 1)
             os.dup2(output, 2)
             os.close(output)
-            _at, _act = order["at"], order["act"]
+            _at, _act, _log = order["at"], order["act"], order["log"] or _log
             return
         for descriptor in held:
             os.close(descriptor)

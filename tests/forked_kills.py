@@ -112,12 +112,14 @@ class ForkedKills:
         self.run.kill()
         raise AssertionError("the run never reached the fork")
 
-    def kill(self, at: int, act: str) -> tuple[int, str]:
+    def kill(self, at: int, act: str, log: Path | None = None) -> tuple[int, str]:
         """The run forked once more, on the tree as it stood at the fork, and
-        acting at call `at`: how it ended, and what it printed."""
+        acting at call `at` (logging its calls from the fork on to `log`):
+        how it ended, and what it printed."""
         assert at >= self.first, (at, self.first)
         put_back(self.site, self.state)
-        order = {"at": at, "act": act, "output": str(self.output)}
+        order = {"at": at, "act": act, "output": str(self.output),
+                 "log": str(log) if log else None}
         self.control.sendall(json.dumps(order).encode() + b"\n")
         reply = self.replies.readline()
         if not reply:

@@ -11,6 +11,7 @@ import ast
 import functools
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -213,31 +214,42 @@ def kills_on_every_core(
     trees: dict,
     command: list[str],
     prepare: Callable[[Path], None],
-    first_forked: int,
+    traced: list[tuple[int, str, str]],
     kills: list[tuple[int, str]],
     check: Callable[[Path, tuple[int, str], Killed], object],
 ) -> list:
     """`check(site, kill, how the killed run ended)` for every kill of
-    `command` on a tree that `prepare(site)` sets up; the results that are
-    not None. Each core works on a tree of its own, and has one run of
-    `command` serve its kills from call `first_forked` on, forked after the
-    plan (forked_kills.py); a kill at an earlier call is a run of its own.
-    Every kill is of a real run of the tool, and every check runs real
-    processes: only the run up to the plan, and the waiting, are shared."""
+    `command` on a tree that `prepare(site)` sets up, whose calls a run of
+    its own made as `traced`; the results that are not None.
+
+    Each core works on a tree of its own, and has one run of `command`
+    serve its kills from the plan on, forked (forked_kills.py); a kill at an
+    earlier call is a run of its own. Every kill is of a real run of the
+    tool, and every check runs real processes: only the run up to the
+    plan, and the waiting, are shared. Before its kills, each core's run
+    forks one child that is left alone: it must make the calls `traced`
+    made from there on, one for one, and finish."""
     workers = max(1, min(len(kills), os.cpu_count() or 1))
     args = [*command, "--site-packages"]
+    first = next(at for at, _, paths in traced if paths.endswith(AFTER_THE_PLAN))
 
     def share(worker: int) -> list:
         site = tmp_path / f"worker-{worker}" / "site"
+        scratch = tmp_path / f"worker-{worker}" / "scratch"
         mine = kills[worker::workers]
         results = []
         prepare(site)
         with ForkedKills([*args, str(site)], site, trees["hook"], AFTER_THE_PLAN,
-                         tmp_path / f"worker-{worker}" / "scratch") as server:
-            assert server.first == first_forked, (server.first, first_forked)
+                         scratch) as server:
+            assert server.first == first, (server.first, first)
+            code, output = server.kill(len(traced) + 1, "", log=scratch / "alone.log")
+            assert code == 0, output
+            assert _as_compared(_calls_in(scratch / "alone.log"), site) == _as_compared(
+                [call for call in traced if call[0] >= first], trees["site"]
+            )
             results += [check(site, kill, server.kill(*kill)) for kill in mine
-                        if kill[0] >= first_forked]
-        for at, act in [kill for kill in mine if kill[0] < first_forked]:
+                        if kill[0] >= first]
+        for at, act in [kill for kill in mine if kill[0] < first]:
             prepare(site)
             killed = run_tool([*args, str(site)], hook=trees["hook"], root=site, at=at,
                               act=act, ops=EVERY_WRITE)
@@ -247,6 +259,14 @@ def kills_on_every_core(
     with ThreadPoolExecutor(workers) as pool:
         shares = pool.map(share, range(workers))
         return [result for results in shares for result in results if result is not None]
+
+
+def _as_compared(calls: list[tuple[int, str, str]], site: Path) -> list[tuple[int, str, str]]:
+    """Calls made on another tree by another run: its paths relative, its nonce gone."""
+    return [
+        (at, operation, re.sub(r"\.[0-9a-f]{16}\.", ".NONCE.", paths.replace(f"{site}/", "")))
+        for at, operation, paths in calls
+    ]
 
 
 def on_every_core(tmp_path: Path, items: list, check: Callable[[Path, object], object]) -> list:
@@ -259,10 +279,6 @@ def on_every_core(tmp_path: Path, items: list, check: Callable[[Path, object], o
         shares = pool.map(lambda i: [check(sites[i], item) for item in items[i::workers]],
                           range(workers))
         return [result for share in shares for result in share if result is not None]
-
-
-def _first_after_the_plan(calls: list[tuple[int, str, str]]) -> int:
-    return next(at for at, _, paths in calls if paths.endswith(AFTER_THE_PLAN))
 
 
 @pytest.mark.parametrize("command, start, goal", SWEEPS,
@@ -295,8 +311,8 @@ def test_a_kill_at_any_write_torn_or_not_leaves_a_working_tree_and_the_next_run_
         return None
 
     wrong = kills_on_every_core(
-        tmp_path, trees, command, lambda site: _restore(site, trees[start]),
-        _first_after_the_plan(traced), kills, kill_then_finish,
+        tmp_path, trees, command, lambda site: _restore(site, trees[start]), traced, kills,
+        kill_then_finish,
     )
     print(f"{command}: {len(wrong)} wrong of {len(kills)} kills")
     assert len(kills) >= 40
@@ -344,8 +360,8 @@ def test_a_run_killed_while_it_finishes_a_killed_run_is_finished_by_the_next(
 
     assert len(second) >= 10
     assert kills_on_every_core(
-        tmp_path, trees, ["apply"], crash_once, _first_after_the_plan(calls),
-        [(at, TORN) for at in second], crash_again_then_finish,
+        tmp_path, trees, ["apply"], crash_once, calls, [(at, TORN) for at in second],
+        crash_again_then_finish,
     ) == []
 
 
