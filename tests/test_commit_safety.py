@@ -242,6 +242,8 @@ def kills_on_every_core(
         with ForkedKills([*args, str(site)], site, trees["hook"], AFTER_THE_PLAN,
                          scratch) as server:
             assert server.first == first, (server.first, first)
+            # Each child holds the lock the run took, as a run of its own would.
+            assert str(site / "vllm" / ".dflash2-backport.lock") in server.held, server.held
             code, output = server.kill(len(traced) + 1, "", log=scratch / "alone.log")
             assert code == 0, output
             assert _as_compared(_calls_in(scratch / "alone.log"), site) == _as_compared(
