@@ -8,8 +8,10 @@ tree, and judges the tree with its own independent reading of it (Python's
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -28,12 +30,22 @@ from tests.faults import (
     append_to,
     install_hook,
     run_tool,
+    served_runs,
     signal_self,
     start_tool,
 )
+from tests.forked_kills import ForkedKills
 from tests.trees import INSTALLED, TARGETS, make_site, snapshot
 
 pytestmark = [pytest.mark.wheels, pytest.mark.faults]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _runs_forked_from_one_server():
+    """Every run here is a process of its own, forked from one that has
+    imported the tool (tool_server.py), but for the runs about the imports."""
+    with served_runs():
+        yield
 
 REGISTRY, DISPATCH, CONFIG, SPECULATIVE = (
     "vllm/model_executor/models/registry.py",
@@ -56,19 +68,30 @@ TOOL_FILES = (".dflash2-backport-new", ".dflash2-backport-intent.json", ".dflash
 # -- an independent reading of the tree ------------------------------------------
 
 
-def _names(path: Path) -> set[str]:
+def _names(path: Path) -> frozenset[str]:
     """Every name defined, assigned, referenced or used as a string in a file."""
-    names = set()
-    for node in ast.walk(ast.parse(path.read_bytes())):
+    return _read(path.read_bytes())[0]
+
+
+@functools.lru_cache(maxsize=None)
+def _read(data: bytes) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
+    """The names a file's source uses (`_names`), the attributes it reads
+    and the functions it defines. A sweep meets each file in two or three
+    states thousands of times: each is read once."""
+    names, attributes, functions = set(), set(), set()
+    for node in ast.walk(ast.parse(data)):
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
             names.add(node.name)
         elif isinstance(node, ast.Name):
             names.add(node.id)
         elif isinstance(node, ast.Attribute):
             names.add(node.attr)
+            attributes.add(node.attr)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             names.add(node.value)
-    return names
+        if isinstance(node, ast.FunctionDef):
+            functions.add(node.name)
+    return frozenset(names), frozenset(attributes), frozenset(functions)
 
 
 def broken(site: Path, pristine: dict, applied: dict, only_pr: dict | None = None) -> list[str]:
@@ -85,14 +108,8 @@ def broken(site: Path, pristine: dict, applied: dict, only_pr: dict | None = Non
         if data not in states:
             problems.append(f"{relative}: neither 0.27.1's nor the patched bytes")
     for caller, name, definer in FIX_CALLS:
-        calls = any(
-            isinstance(n, ast.Attribute) and n.attr == name
-            for n in ast.walk(ast.parse((site / caller).read_bytes()))
-        )
-        defines = any(
-            isinstance(n, ast.FunctionDef) and n.name == name
-            for n in ast.walk(ast.parse((site / definer).read_bytes()))
-        )
+        calls = name in _read((site / caller).read_bytes())[1]
+        defines = name in _read((site / definer).read_bytes())[2]
         if calls and not defines:
             problems.append(f"{caller} calls {name}, which {definer} lacks")
     for relative in INSTALLED:
@@ -160,27 +177,104 @@ SWEEPS = [
     (["apply", "--only-pr"], "applied", "only_pr"),
     (["apply"], "only_pr", "applied"),
 ]
+#: The commit's first act, after the lock, recovery and the plan: staging its record.
+AFTER_THE_PLAN = ".dflash2-backport-intent.json.dflash2-backport-new"
 
 
 def counted_calls(trees: dict, args: list[str], start: str, log: Path) -> list[tuple[int, str]]:
     """Every call of `args` that creates, fills, replaces or removes
     something in the tree, numbered as the fault hook counts them."""
+    return [(at, operation) for at, operation, _ in _traced(trees, args, start, log)]
+
+
+def _traced(trees: dict, args: list[str], start: str, log: Path) -> list[tuple[int, str, str]]:
+    """`counted_calls`, each with the paths it names."""
     site = trees["site"]
     _restore(site, trees[start])
     log.unlink(missing_ok=True)
     traced = run_tool(args, hook=trees["hook"], root=site, act="", log=log, ops=EVERY_WRITE)
     assert traced.returncode == 0, traced.stderr
+    return _calls_in(log)
+
+
+def _calls_in(log: Path) -> list[tuple[int, str, str]]:
     return [
-        (int(number), operation)
-        for number, operation, *_ in (line.split(" ") for line in log.read_text().splitlines())
+        (int(number), operation, " ".join(paths))
+        for number, operation, *paths in (line.split(" ") for line in log.read_text().splitlines())
         if number != "-"
+    ]
+
+
+#: What a kill returns: how the run ended, and what it printed.
+Killed = tuple[int, str]
+
+
+def kills_on_every_core(
+    tmp_path: Path,
+    trees: dict,
+    command: list[str],
+    prepare: Callable[[Path], None],
+    traced: list[tuple[int, str, str]],
+    kills: list[tuple[int, str]],
+    check: Callable[[Path, tuple[int, str], Killed], object],
+) -> list:
+    """`check(site, kill, how the killed run ended)` for every kill of
+    `command` on a tree that `prepare(site)` sets up, whose calls a run of
+    its own made as `traced`; the results that are not None.
+
+    Each core works on a tree of its own, and has one run of `command`
+    serve its kills from the plan on, forked (forked_kills.py); a kill at an
+    earlier call is a run of its own. Every kill is of a real run of the
+    tool, and every check runs real processes: only the run up to the
+    plan, and the waiting, are shared. Before its kills, each core's run
+    forks one child that is left alone: it must make the calls `traced`
+    made from there on, one for one, and finish."""
+    workers = max(1, min(len(kills), os.cpu_count() or 1))
+    args = [*command, "--site-packages"]
+    first = next(at for at, _, paths in traced if paths.endswith(AFTER_THE_PLAN))
+
+    def share(worker: int) -> list:
+        site = tmp_path / f"worker-{worker}" / "site"
+        scratch = tmp_path / f"worker-{worker}" / "scratch"
+        mine = kills[worker::workers]
+        results = []
+        prepare(site)
+        with ForkedKills([*args, str(site)], site, trees["hook"], AFTER_THE_PLAN,
+                         scratch) as server:
+            assert server.first == first, (server.first, first)
+            # Each child holds the lock the run took, as a run of its own would.
+            assert str(site / "vllm" / ".dflash2-backport.lock") in server.held, server.held
+            code, output = server.kill(len(traced) + 1, "", log=scratch / "alone.log")
+            assert code == 0, output
+            assert _as_compared(_calls_in(scratch / "alone.log"), site) == _as_compared(
+                [call for call in traced if call[0] >= first], trees["site"]
+            )
+            results += [check(site, kill, server.kill(*kill)) for kill in mine
+                        if kill[0] >= first]
+        for at, act in [kill for kill in mine if kill[0] < first]:
+            prepare(site)
+            killed = run_tool([*args, str(site)], hook=trees["hook"], root=site, at=at,
+                              act=act, ops=EVERY_WRITE)
+            results.append(check(site, (at, act), (killed.returncode, killed.stderr)))
+        return results
+
+    with ThreadPoolExecutor(workers) as pool:
+        shares = pool.map(share, range(workers))
+        return [result for results in shares for result in results if result is not None]
+
+
+def _as_compared(calls: list[tuple[int, str, str]], site: Path) -> list[tuple[int, str, str]]:
+    """Calls made on another tree by another run: its paths relative, its nonce gone."""
+    return [
+        (at, operation, re.sub(r"\.[0-9a-f]{16}\.", ".NONCE.", paths.replace(f"{site}/", "")))
+        for at, operation, paths in calls
     ]
 
 
 def on_every_core(tmp_path: Path, items: list, check: Callable[[Path, object], object]) -> list:
     """`check(site, item)` for every item, each core working on a tree of its
-    own; the results that are not None. Every item still kills and runs
-    real processes: only the waiting is shared."""
+    own; the results that are not None. Every item still runs real
+    processes: only the waiting is shared."""
     workers = max(1, min(len(items), os.cpu_count() or 1))
     sites = [tmp_path / f"worker-{i}" / "site" for i in range(workers)]
     with ThreadPoolExecutor(workers) as pool:
@@ -198,28 +292,30 @@ def test_a_kill_at_any_write_torn_or_not_leaves_a_working_tree_and_the_next_run_
     file (the staged files' creation and writing included), and half-way
     through each write: the tree works as it stands, and the same command
     run again finishes the job, leaving nothing of the tool's behind."""
-    calls = counted_calls(trees, [*command, "--site-packages", str(trees["site"])], start,
-                          tmp_path / "calls.log")
+    traced = _traced(trees, [*command, "--site-packages", str(trees["site"])], start,
+                     tmp_path / "calls.log")
+    calls = [(at, operation) for at, operation, _ in traced]
     operations = {operation for _, operation in calls}
     assert {"create", "write", "replace"} <= operations, operations
     kills = [(at, KILL) for at, _ in calls] + [(at, TORN) for at, op in calls if op == "write"]
 
-    def kill_then_finish(site: Path, kill: tuple[int, str]):
+    def kill_then_finish(site: Path, kill: tuple[int, str], killed: Killed):
         at, act = kill
-        args = [*command, "--site-packages", str(site)]
-        _restore(site, trees[start])
-        killed = run_tool(args, hook=trees["hook"], root=site, at=at, act=act, ops=EVERY_WRITE)
-        if killed.returncode != -signal.SIGKILL:
-            return (at, "not killed", killed.returncode, killed.stderr.strip()[-300:])
+        code, output = killed
+        if code != -signal.SIGKILL:
+            return (at, "not killed", code, output.strip()[-300:])
         problems = broken(site, trees["pristine"], trees["applied"], trees["only_pr"])
-        finished = run_tool(args)
+        finished = run_tool([*command, "--site-packages", str(site)])
         if finished.returncode != 0 or problems or snapshot(site) != trees[goal] \
                 or leftovers(site):
             return (at, "torn" if act == TORN else "kill", problems,
                     finished.stderr.strip()[-300:], leftovers(site))
         return None
 
-    wrong = on_every_core(tmp_path, kills, kill_then_finish)
+    wrong = kills_on_every_core(
+        tmp_path, trees, command, lambda site: _restore(site, trees[start]), traced, kills,
+        kill_then_finish,
+    )
     print(f"{command}: {len(wrong)} wrong of {len(kills)} kills")
     assert len(kills) >= 40
     assert wrong == []
@@ -249,24 +345,26 @@ def test_a_run_killed_while_it_finishes_a_killed_run_is_finished_by_the_next(
     traced = run_tool(["apply", "--site-packages", str(site)], hook=trees["hook"], root=site,
                       act="", log=log, ops=EVERY_WRITE)
     assert traced.returncode == 0, traced.stderr
-    second = [int(line.split(" ")[0]) for line in log.read_text().splitlines()
-              if line.split(" ")[1] == "write"]
+    calls = _calls_in(log)
+    second = [at for at, operation, _ in calls if operation == "write"]
 
-    def crash_again_then_finish(site: Path, at: int):
-        args = ["apply", "--site-packages", str(site)]
-        crash_once(site)
-        again = run_tool(args, hook=trees["hook"], root=site, at=at, act=TORN, ops=EVERY_WRITE)
-        if again.returncode != -signal.SIGKILL:
-            return (at, "not killed", again.returncode, again.stderr.strip()[-300:])
+    def crash_again_then_finish(site: Path, kill: tuple[int, str], killed: Killed):
+        at, _ = kill
+        code, output = killed
+        if code != -signal.SIGKILL:
+            return (at, "not killed", code, output.strip()[-300:])
         problems = broken(site, trees["pristine"], trees["applied"])
-        finished = run_tool(args)
+        finished = run_tool(["apply", "--site-packages", str(site)])
         if finished.returncode != 0 or problems or snapshot(site) != trees["applied"] \
                 or leftovers(site):
             return (at, problems, finished.stderr.strip()[-300:], leftovers(site))
         return None
 
     assert len(second) >= 10
-    assert on_every_core(tmp_path, second, crash_again_then_finish) == []
+    assert kills_on_every_core(
+        tmp_path, trees, ["apply"], crash_once, calls, [(at, TORN) for at in second],
+        crash_again_then_finish,
+    ) == []
 
 
 def test_an_interrupted_apply_only_pr_is_finished_by_a_plain_apply(trees: dict) -> None:
@@ -401,23 +499,18 @@ def test_a_file_edited_during_the_run_is_kept_and_nothing_is_written(
 @pytest.mark.parametrize("mix", [("apply",) * 4, ("revert",) * 4, ("apply", "revert") * 2],
                          ids=["4 applies", "4 reverts", "2 applies and 2 reverts"])
 def test_concurrent_runs_leave_the_tree_wholly_applied_or_wholly_pristine(
-    trees: dict, mix: tuple[str, ...]
+    trees: dict, mix: tuple[str, ...], tmp_path: Path
 ) -> None:
-    site, pristine, applied = trees["site"], trees["pristine"], trees["applied"]
+    pristine, applied = trees["pristine"], trees["applied"]
     same = len(set(mix)) == 1
-    for round_ in range(20):
+
+    def race(site: Path, round_: int) -> None:
         # The same command on every rank starts where it has work to do; a
         # mix starts from either end in turn.
         start = pristine if (mix[0] == "apply" if same else round_ % 2 == 0) else applied
         _restore(site, start)
-        processes = [
-            subprocess.Popen(
-                [sys.executable, "-m", "dflash2_backport", command, "--site-packages",
-                 str(site), "--json"],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            )
-            for command in mix
-        ]
+        processes = [start_tool([command, "--site-packages", str(site), "--json"])
+                     for command in mix]
         outcomes = [(p.wait(timeout=300), *p.communicate()) for p in processes]
         for code, stdout, stderr in outcomes:
             assert code in ((0,) if same else (0, 2)), f"round {round_}: {stdout}{stderr}"
@@ -432,6 +525,9 @@ def test_concurrent_runs_leave_the_tree_wholly_applied_or_wholly_pristine(
             actions = sorted(json.loads(stdout)["action"] for _, stdout, _ in outcomes)
             written = {"apply": "applied", "revert": "reverted"}[mix[0]]
             assert actions == sorted(["nothing-to-do"] * 3 + [written])
+
+    # A round mostly waits: for the lock, and for the backoff after it.
+    on_every_core(tmp_path, list(range(20)), race)
 
 
 # -- owners, modes and what is not a plain file ------------------------------------------
@@ -529,10 +625,7 @@ def test_a_second_writer_waits_naming_the_holder_then_plans_again(trees: dict) -
     site = trees["site"]
     lock = TreeLock(site, "apply")
     lock.acquire(5, lambda _: None)
-    waiter = subprocess.Popen(
-        [sys.executable, "-m", "dflash2_backport", "apply", "--site-packages", str(site)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
+    waiter = start_tool(["apply", "--site-packages", str(site)])
     time.sleep(3)
     assert waiter.poll() is None  # still waiting
     lock.release()
@@ -686,10 +779,7 @@ def test_recovery_waits_for_the_lock_and_never_finishes_a_live_writers_commit(
     interrupted = _without_lock(site)
     with TreeLock(site, "apply") as lock:
         lock.acquire(5, lambda _: None)
-        waiter = subprocess.Popen(
-            [sys.executable, "-m", "dflash2_backport", "apply", "--site-packages", str(site)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )
+        waiter = start_tool(["apply", "--site-packages", str(site)])
         time.sleep(3)
         assert waiter.poll() is None
         assert _without_lock(site) == interrupted
