@@ -62,6 +62,65 @@ def use_triton_interpreter() -> None:
         return tl.core.tensor(interpreter_builder.unary_op(x.handle, np.log1p), x.type)
 
     libdevice.log1p = log1p
+    _patch_language_once_per_launch()
+
+
+# The interpreter release whose `_patch_lang` the shortcut below was read
+# against; another one runs as it ships.
+_PATCH_ONCE_TRITON = "3.8."
+
+
+def _patch_language_once_per_launch() -> None:
+    """Skip the interpreter's re-patching of triton.language at every call of
+    a jitted helper inside a kernel launch.
+
+    The launch has patched those modules already; each nested call patches
+    them again (builtins it finds already replaced are skipped, the rest are
+    set to equal replacements) and never restores, so repeating it changes
+    nothing a kernel computes. It walks every member of triton.language on
+    every helper call, though: about two thirds of a sampling kernel's time
+    in the interpreter. A helper whose module sees a language module the
+    launch has not patched yet (triton's own `tl.core` helpers) still gets
+    the full patch, once per launch.
+    """
+    import inspect
+
+    import triton
+    from triton.runtime import interpreter
+
+    if not triton.__version__.startswith(_PATCH_ONCE_TRITON) or getattr(
+        interpreter, "_patched_once_per_launch", False
+    ):
+        return
+    patch_lang = interpreter._patch_lang
+    launch = interpreter.GridExecutor.__call__
+    languages = (interpreter.tl, interpreter.tl.core)
+    # The language modules patched so far in the launch under way, if any.
+    patched: list[set[int]] = []
+
+    class _Unchanged:
+        def restore(self) -> None:
+            pass
+
+    def patch_lang_once(fn):
+        seen = {id(v) for v in fn.__globals__.values()
+                if inspect.ismodule(v) and v in languages}
+        if patched and seen <= patched[-1]:
+            return _Unchanged()
+        if patched:
+            patched[-1].update(seen)
+        return patch_lang(fn)
+
+    def run_launch(self, *args, **kwargs):
+        patched.append(set())
+        try:
+            return launch(self, *args, **kwargs)
+        finally:
+            patched.pop()
+
+    interpreter._patch_lang = patch_lang_once
+    interpreter.GridExecutor.__call__ = run_launch
+    interpreter._patched_once_per_launch = True
 
 
 def stub_silu_and_mul() -> None:
