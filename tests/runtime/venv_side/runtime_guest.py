@@ -44,8 +44,9 @@ def emit(result: Any) -> None:
         json.dump(result, out)
 
 
-def use_triton_interpreter() -> None:
-    """Make `@triton.jit` kernels that use libdevice.log1p runnable on CPU.
+def use_triton_interpreter(shortcuts: bool = True) -> None:
+    """Make `@triton.jit` kernels that use libdevice.log1p runnable on CPU,
+    and (`shortcuts`) faster in the interpreter (_speed_up_interpreter).
 
     The interpreter leaves libdevice functions as stubs returning None, and
     the fp32 Gumbel transform calls log1p. Must run before a kernel runs;
@@ -62,7 +63,8 @@ def use_triton_interpreter() -> None:
         return tl.core.tensor(interpreter_builder.unary_op(x.handle, np.log1p), x.type)
 
     libdevice.log1p = log1p
-    _speed_up_interpreter()
+    if shortcuts:
+        _speed_up_interpreter()
 
 
 # The interpreter release the shortcuts below were read against; another one
