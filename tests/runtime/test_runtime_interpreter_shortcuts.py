@@ -1,10 +1,10 @@
 """The shortcuts runtime_guest takes in Triton's interpreter (triton.language
-patched once per kernel launch, Philox's rounds in numpy, numpy types
-looked up once) change what the
-kernels compute in no bit: 0.27.1's own Gumbel sampler, in fp32 and fp64,
-and Philox's words drawn every way a kernel can ask for them (scalar and
-block offsets, 32- and 64-bit offsets, seeds of either sign) come out the
-same with them as without, in one interpreter; and they were taken."""
+patched once per kernel launch, Philox's rounds in numpy, numpy types looked
+up once) change what the kernels compute in no bit: 0.27.1's own Gumbel
+sampler, in fp32 and fp64, and Philox's words drawn every way a kernel can
+ask for them (scalar and block offsets, 32- and 64-bit offsets, seeds of
+either sign) come out the same with them as without, in one interpreter;
+and they were taken."""
 
 from __future__ import annotations
 
