@@ -1,4 +1,4 @@
-"""Fixtures for tests that run real vLLM 0.27.1 in fresh interpreters.
+"""Fixtures for tests that run real vLLM 0.27.1 in interpreters of its venvs.
 
 Venvs (env.py; the first use builds them, about two minutes, later pytest runs
 reuse them): `pristine_python` / `patched_python` are the 0.27.1 interpreters,
@@ -6,10 +6,12 @@ reuse them): `pristine_python` / `patched_python` are the 0.27.1 interpreters,
 by name, parametrized over every supported release (0.27.1, 0.27.0).
 
 Snippets: `run_snippet(python, code, args=[...], timeout=...)` runs `code` in a
-fresh interpreter of that venv and returns what the code passed to
-`runtime_guest.emit(...)`; `snippets.start(...)` starts one without waiting
-(`.result()` waits), `snippets.run_many([(python, code), ...])` runs several
-side by side. The interpreter sees venv_side/ on its path (runtime_guest:
+process of its own of that venv's interpreter and returns what the code
+passed to `runtime_guest.emit(...)`; `snippets.start(...)` starts one without
+waiting (`.result()` waits), `snippets.run_many([(python, code), ...])` runs
+several side by side. The process is forked from one that has imported torch
+and vllm.config already (harness.py, fork_server.py); `fresh=True` starts a
+new interpreter instead. The interpreter sees venv_side/ on its path (runtime_guest:
 emit, attempt, use_triton_interpreter, stub_silu_and_mul, distributed), has
 CUDA_VISIBLE_DEVICES="" and TRITON_INTERPRET=1, the CPU platform plugin
 active (on its path too: the venvs do not hold it), and VLLM_CACHE_ROOT in the

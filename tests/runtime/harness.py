@@ -11,14 +11,25 @@ import subprocess
 import tempfile
 import textwrap
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.runtime.fork_server import ForkedProcess, ForkServer
 
 VENV_SIDE = Path(__file__).resolve().parent / "venv_side"
 
 # A fresh interpreter spends 10-20 s importing vLLM and torch; the slowest
 # probes take about a minute alone on two cores, more when runs overlap.
 DEFAULT_TIMEOUT = 600
+
+# Environment variables set afresh for every test (by pytest, and by
+# tests/conftest.py for the tool's verdict cache). A fork server serves
+# snippets whose environments differ only in these, since nothing it imports
+# reads them; each snippet still gets its own values.
+PER_TEST = {"PYTEST_CURRENT_TEST", "DFLASH2_BACKPORT_VERDICT_CACHE"}
+# Fork servers one runner keeps: the venvs a test module uses at once.
+MAX_SERVERS = 6
 
 
 class SnippetError(AssertionError):
@@ -30,7 +41,7 @@ class Snippet:
     """A snippet started in a venv interpreter, not yet waited for."""
 
     python: Path
-    process: subprocess.Popen
+    process: subprocess.Popen | ForkedProcess
     result_file: Path
     log_file: Path
     deadline: float
@@ -122,10 +133,14 @@ def snippet_env(cache_root: Path, *, plugin_dir: Path | None = None,
 
 
 class SnippetRunner:
-    """Starts snippets in fresh interpreters of a venv.
+    """Starts snippets in interpreters of a venv.
 
     `start` returns at once so that probes of both venvs run side by side;
-    `run` starts and waits.
+    `run` starts and waits. A snippet is forked from a server of that venv
+    that has imported torch and vLLM already (fork_server.py): its own
+    process, with nothing of any other snippet's, minus the imports' time.
+    `fresh=True` starts a new interpreter instead, for a snippet that must
+    see what imports do (or must not find vLLM imported before it).
     """
 
     def __init__(self, workdir: Path):
@@ -134,26 +149,58 @@ class SnippetRunner:
         self.cache_root.mkdir(parents=True, exist_ok=True)
         self.plugin_dir = write_cpu_platform_plugin(workdir / "cpu-platform-plugin")
         self._started: list[Snippet] = []
+        self._servers: OrderedDict[tuple, ForkServer] = OrderedDict()
+        self._server_logs = 0
 
     def start(self, python: Path, code: str, *, timeout: float = DEFAULT_TIMEOUT,
-              args: list[str] | None = None, **env_options) -> Snippet:
+              args: list[str] | None = None, fresh: bool = False,
+              **env_options) -> Snippet:
         scratch = Path(tempfile.mkdtemp(prefix="snippet-", dir=self.workdir))
         script = scratch / "snippet.py"
         script.write_text(textwrap.dedent(code))
         result_file = scratch / "result.json"
         log_file = scratch / "output.log"
+        log_file.touch()
         environ = snippet_env(self.cache_root, plugin_dir=self.plugin_dir, **env_options)
+        server = None if fresh else self._server(python, environ)
         environ["RUNTIME_RESULT"] = str(result_file)
-        with open(log_file, "w") as log:
-            process = subprocess.Popen(
-                [str(python), str(script), *(args or [])],
-                cwd=scratch, env=environ, stdout=log, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-            )
+        argv = [str(python), str(script), *(args or [])]
+
+        def start_fresh() -> subprocess.Popen:
+            with open(log_file, "w") as log:
+                return subprocess.Popen(
+                    argv, cwd=scratch, env=environ, stdout=log, stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                )
+
+        if server is None:
+            process = start_fresh()
+        else:
+            process = server.fork(script, argv[2:], scratch, environ, log_file, start_fresh)
         snippet = Snippet(python, process, result_file, log_file,
                           time.monotonic() + timeout)
         self._started.append(snippet)
         return snippet
+
+    def _server(self, python: Path, environ: dict) -> ForkServer:
+        # The server's imports ran in its environment: only snippets that
+        # get the same (PER_TEST aside) are forked from it.
+        key = (str(python), tuple(sorted(
+            (name, "" if name in PER_TEST else value) for name, value in environ.items()
+        )))
+        if key in self._servers:
+            self._servers.move_to_end(key)
+            return self._servers[key]
+        # Each holds about half a gigabyte; the least recently used idle one
+        # makes room (a later snippet of its venv starts another).
+        idle = [k for k, server in self._servers.items() if not server.busy()]
+        if len(self._servers) >= MAX_SERVERS and idle:
+            self._servers.pop(idle[0]).close()
+        self._server_logs += 1
+        log = self.workdir / "fork-servers" / f"{self._server_logs}.log"
+        log.parent.mkdir(exist_ok=True)
+        self._servers[key] = ForkServer(python, environ, log)
+        return self._servers[key]
 
     def run(self, python: Path, code: str, **kwargs):
         return self.start(python, code, **kwargs).result()
@@ -186,3 +233,5 @@ class SnippetRunner:
     def close(self) -> None:
         for snippet in self._started:
             snippet.kill()
+        for server in self._servers.values():
+            server.close()

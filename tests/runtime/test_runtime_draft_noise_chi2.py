@@ -10,7 +10,7 @@ rejection sampler resamples with after rejecting it, and the output leans
 away from the tokens the draft ranks high. The pair below was chosen by a
 torch simulation of the coupled sampler for a large bias per sample (about
 0.026 of chi-square per trial): at 2500 trials it stands well above
-upstream's threshold, in about a minute and a half of Triton's interpreter
+upstream's threshold, in about half a minute of CPU in Triton's interpreter
 per venv (the two run side by side).
 
 The unfixed state is the 0.27.1 patched with the DFlash2 PR's edits alone

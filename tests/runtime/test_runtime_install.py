@@ -59,8 +59,10 @@ def test_every_patched_module_and_both_new_modules_import(snippets, pair):
     venvs = {name: runtime_env.venv_python(venv) for name, venv in pair.items()}
     modules = sorted(module_name(p) for p in TARGET_FILES | NEW_FILES)
     names = list(venvs)
+    # Fresh interpreters: a fork server's would have imported vllm.config,
+    # and with it some of these modules, before the snippet asks.
     outcomes = snippets.run_many(
-        [(venvs[n], IMPORT_SNIPPET) for n in names], args=[json.dumps(modules)]
+        [(venvs[n], IMPORT_SNIPPET) for n in names], args=[json.dumps(modules)], fresh=True
     )
     results = dict(zip(names, outcomes))
 

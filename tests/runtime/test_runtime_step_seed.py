@@ -21,8 +21,9 @@ Three trees: 0.27.1 patched by `apply`; the same with `spec_step_seed`
 replaced by the request's seed in the rejection sampler and in the DFlash2
 walk before any kernel runs (every other fix in place, so the difference is
 the per-step seed alone); and patched by `apply --only-pr` (0.28.0's
-behaviour). About three minutes of Triton's interpreter per chi-square;
-the three run side by side.
+behaviour). About a minute of CPU in Triton's interpreter per chi-square
+(three without runtime_guest's interpreter shortcuts); the three run side
+by side.
 """
 
 from __future__ import annotations

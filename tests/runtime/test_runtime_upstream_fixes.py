@@ -44,9 +44,10 @@ UNFIXED_FAILURES = {
 }
 
 
-def run_upstream(python: Path, version: str, relative: str, select: str, snippets,
-                 scratch: Path) -> dict[str, str]:
-    """Each selected test's outcome ("passed", "failed", "error", "skipped")."""
+def start_upstream(python: Path, version: str, relative: str, select: str, snippets,
+                   scratch: Path) -> tuple[subprocess.Popen, Path]:
+    """Upstream's selected tests under pytest in `python`, started; the
+    report it will write (read_outcomes reads it)."""
     root = upstream_tests(version, relative)
     report = scratch / "report.xml"
     environment = snippet_env(
@@ -54,12 +55,21 @@ def run_upstream(python: Path, version: str, relative: str, select: str, snippet
         # The cached files stay as fetched: no bytecode beside them.
         extra={"PYTHONDONTWRITEBYTECODE": "1"},
     )
-    done = subprocess.run(
-        [str(python), "-m", "pytest", f"tests/{relative}", "-k", select, "--noconftest",
-         "-p", "no:cacheprovider", "-q", f"--junitxml={report}", "--rootdir", str(root)],
-        cwd=root, env=environment, capture_output=True, text=True, timeout=600,
-    )
-    assert report.exists(), done.stdout[-4000:] + done.stderr[-4000:]
+    with open(scratch / "output.log", "w") as log:
+        run = subprocess.Popen(
+            [str(python), "-m", "pytest", f"tests/{relative}", "-k", select, "--noconftest",
+             "-p", "no:cacheprovider", "-q", f"--junitxml={report}", "--rootdir", str(root)],
+            cwd=root, env=environment, stdout=log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    return run, report
+
+
+def read_outcomes(run: subprocess.Popen, report: Path) -> dict[str, str]:
+    """Each selected test's outcome ("passed", "failed", "error", "skipped")."""
+    run.wait(timeout=600)
+    log = (report.parent / "output.log").read_text(errors="replace")
+    assert report.exists(), log[-8000:]
     outcomes = {}
     for case in ElementTree.parse(report).iter("testcase"):
         found = [child.tag for child in case if child.tag in ("failure", "error", "skipped")]
@@ -69,10 +79,17 @@ def run_upstream(python: Path, version: str, relative: str, select: str, snippet
 
 @pytest.fixture(scope="module")
 def max_position(edit_set_pythons, snippets, tmp_path_factory) -> dict[str, dict[str, str]]:
-    return {
-        name: run_upstream(python, *MAX_POSITION, snippets, tmp_path_factory.mktemp(name))
+    # The three trees side by side: each run is a fresh pytest of its own.
+    started = {
+        name: start_upstream(python, *MAX_POSITION, snippets, tmp_path_factory.mktemp(name))
         for name, python in edit_set_pythons.items()
     }
+    try:
+        return {name: read_outcomes(*run) for name, run in started.items()}
+    finally:
+        for run, _ in started.values():
+            run.kill()
+            run.wait()
 
 
 def test_upstream_s_max_position_tests_pass_on_the_patched_tree(max_position) -> None:

@@ -44,8 +44,9 @@ def emit(result: Any) -> None:
         json.dump(result, out)
 
 
-def use_triton_interpreter() -> None:
-    """Make `@triton.jit` kernels that use libdevice.log1p runnable on CPU.
+def use_triton_interpreter(shortcuts: bool = True) -> None:
+    """Make `@triton.jit` kernels that use libdevice.log1p runnable on CPU,
+    and (`shortcuts`) faster in the interpreter (_speed_up_interpreter).
 
     The interpreter leaves libdevice functions as stubs returning None, and
     the fp32 Gumbel transform calls log1p. Must run before a kernel runs;
@@ -62,6 +63,157 @@ def use_triton_interpreter() -> None:
         return tl.core.tensor(interpreter_builder.unary_op(x.handle, np.log1p), x.type)
 
     libdevice.log1p = log1p
+    if shortcuts:
+        _speed_up_interpreter()
+
+
+# The interpreter release the shortcuts below were read against; another one
+# runs as it ships.
+_SHORTCUTS_TRITON = "3.8."
+
+
+def _speed_up_interpreter() -> None:
+    """The same kernels, the same values, in about a third of the time (the
+    chi-square probes' sampling kernels: 16.3 s of CPU for 150 requests of
+    test_runtime_step_seed.py's probe without, 5.5 s with)."""
+    import triton
+    from triton.runtime import interpreter
+
+    if not triton.__version__.startswith(_SHORTCUTS_TRITON) or getattr(
+        interpreter, "_sped_up", False
+    ):
+        return
+    _patch_language_once_per_launch()
+    _philox_rounds_in_numpy()
+    _numpy_types_looked_up_once()
+    interpreter._sped_up = True
+
+
+def _patch_language_once_per_launch() -> None:
+    """Skip the interpreter's re-patching of triton.language at every call of
+    a jitted helper inside a kernel launch.
+
+    The launch has patched those modules already; each nested call patches
+    them again (builtins it finds already replaced are skipped, the rest are
+    set to equal replacements) and never restores, so repeating it changes
+    nothing a kernel computes. It walks every member of triton.language on
+    every helper call, though: about two fifths of a sampling kernel's time
+    in the interpreter. A helper whose module sees a language module the
+    launch has not patched yet (triton's own `tl.core` helpers) still gets
+    the full patch, once per launch.
+    """
+    import inspect
+
+    from triton.runtime import interpreter
+
+    patch_lang = interpreter._patch_lang
+    launch = interpreter.GridExecutor.__call__
+    languages = (interpreter.tl, interpreter.tl.core)
+    # The language modules patched so far in the launch under way, if any.
+    patched: list[set[int]] = []
+
+    class _Unchanged:
+        def restore(self) -> None:
+            pass
+
+    def patch_lang_once(fn):
+        if patched and len(patched[-1]) == len(languages):
+            return _Unchanged()
+        seen = {id(v) for v in fn.__globals__.values()
+                if inspect.ismodule(v) and v in languages}
+        if patched and seen <= patched[-1]:
+            return _Unchanged()
+        if patched:
+            patched[-1].update(seen)
+        return patch_lang(fn)
+
+    def run_launch(self, *args, **kwargs):
+        patched.append(set())
+        try:
+            return launch(self, *args, **kwargs)
+        finally:
+            patched.pop()
+
+    interpreter._patch_lang = patch_lang_once
+    interpreter.GridExecutor.__call__ = run_launch
+
+
+def _philox_rounds_in_numpy() -> None:
+    """Run the rounds of triton's Philox (`tl.randint`, `tl.rand`) as numpy
+    array operations, not op by op through the interpreter.
+
+    Each draw is ten rounds of six 32-bit operations on the counters; with
+    the language patched once per launch, the interpreter spends about a
+    third of a sampling kernel's time there.
+    Numpy computes the same wrapping uint32 arithmetic the interpreter does
+    for those operations (its umulhi included), on the same arrays, so the
+    words are the same bit for bit (test_runtime_harness.py compares them
+    with the interpreter's own). Counters of any other type or shape than
+    the four alike, and keys that are not scalars, go through the
+    interpreter as before.
+    """
+    import numpy as np
+    import triton.language as tl
+    from triton.language import random
+    from triton.runtime.interpreter import InterpretedFunction, TensorHandle
+
+    jitted = random.philox_impl
+    if not isinstance(jitted, InterpretedFunction):
+        return
+    interpreted = jitted.rewriter.rewrite_ast()
+    round_a, round_b = np.uint32(0xD2511F53), np.uint32(0xCD9E8D57)
+    key_a, key_b = np.uint32(0x9E3779B9), np.uint32(0xBB67AE85)
+
+    def umulhi(a, b):
+        return ((a.astype(np.uint64) * b.astype(np.uint64)) >> 32).astype(np.uint32)
+
+    def philox_impl(c0, c1, c2, c3, k0, k1, n_rounds=random.N_ROUNDS_DEFAULT):
+        counters, keys = (c0, c1, c2, c3), (k0, k1)
+        if not (
+            all(isinstance(c, tl.tensor) and c.type == c0.type for c in counters)
+            and c0.dtype == tl.uint32
+            and all(isinstance(k, tl.tensor) and k.type == tl.uint32 for k in keys)
+        ):
+            return interpreted(c0, c1, c2, c3, k0, k1, n_rounds)
+        c0, c1, c2, c3 = (c.handle.data for c in counters)
+        k0, k1 = (k.handle.data for k in keys)
+        with np.errstate(over="ignore"):
+            for _ in range(tl.core._unwrap_if_constexpr(n_rounds)):
+                _c0, _c2 = c0, c2
+                c0 = umulhi(round_b, _c2) ^ c1 ^ k0
+                c2 = umulhi(round_a, _c0) ^ c3 ^ k1
+                c1 = round_b * _c2
+                c3 = round_a * _c0
+                k0 = k0 + key_a
+                k1 = k1 + key_b
+        return tuple(
+            tl.tensor(TensorHandle(c.astype(np.uint32), tl.uint32), counters[0].type)
+            for c in (c0, c1, c2, c3)
+        )
+
+    InterpretedFunction.rewritten_fn[jitted.fn] = philox_impl
+
+
+def _numpy_types_looked_up_once() -> None:
+    """Remember the interpreter's numpy type of each triton type: it builds a
+    table of twenty types anew at every operation to look one up (a tenth of
+    what the other shortcuts leave)."""
+    from triton.runtime import interpreter
+
+    look_up = interpreter._get_np_dtype
+    known: dict = {}
+
+    def numpy_type(tt_dtype):
+        try:
+            return known[tt_dtype]
+        except KeyError:
+            found = known[tt_dtype] = look_up(tt_dtype)
+            return found
+        except TypeError:
+            # Pointer types do not hash; they are the table's first check.
+            return look_up(tt_dtype)
+
+    interpreter._get_np_dtype = numpy_type
 
 
 def stub_silu_and_mul() -> None:
