@@ -63,6 +63,32 @@ def test_a_waiter_that_locked_a_removed_file_tries_again_and_never_holds_beside_
     third.release()
 
 
+def test_a_lock_file_removed_by_its_holder_before_a_waiter_looks_at_it_is_no_planted_file(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A holds the lock. B opens A's file, and before B looks at what it
+    opened A lets go, removing the file: B holds a name-less file (no hard
+    link at all). That is A's release, not a file planted under the lock's
+    name: B must open the name again and take the lock, not refuse."""
+    first, second = TreeLock(tree, "apply"), TreeLock(tree, "apply")
+    first.acquire(1, lambda _: None)
+    real = os.fstat
+    interleaved = []
+
+    def fstat(descriptor: int) -> os.stat_result:
+        if not interleaved and descriptor != first._descriptor:
+            interleaved.append(descriptor)
+            first.release()
+        return real(descriptor)
+
+    monkeypatch.setattr(os, "fstat", fstat)
+    second.acquire(1, lambda _: None)
+    assert interleaved, "the interleaving did not happen"
+    assert second._descriptor is not None and second._still_ours(second._descriptor)
+    second.release()
+    assert not lock_path(tree).exists()
+
+
 def test_the_default_lock_timeout_is_the_documented_one(monkeypatch: pytest.MonkeyPatch) -> None:
     (documented,) = re.findall(r"waits \(up to (\d+) s", README.read_text())
     monkeypatch.delenv("DFLASH2_BACKPORT_LOCK_TIMEOUT", raising=False)

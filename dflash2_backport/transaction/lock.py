@@ -199,6 +199,15 @@ class TreeLock:
         all: there nobody like this process can write either, so there is
         nothing to serialise, and an `apply` with nothing left to do still
         succeeds (a launch script on a read-only image, say)."""
+        while True:
+            descriptor = self._open_once()
+            if descriptor is None or os.fstat(descriptor).st_nlink != 0:
+                return descriptor
+            # Its holder removed it between our open and our look at it (its
+            # release): not a planted file. Open whatever the name is now.
+            os.close(descriptor)
+
+    def _open_once(self) -> int | None:
         flags = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
         try:
             descriptor = os.open(
@@ -222,7 +231,10 @@ class TreeLock:
                 self._refuse(second)
             self._writable = False
         try:
-            _refuse_planted(self.path, os.fstat(descriptor))
+            info = os.fstat(descriptor)
+            if info.st_nlink == 0:
+                return descriptor  # removed since it was opened: _open opens again
+            _refuse_planted(self.path, info)
             if self._writable:
                 _match_directory_owner(descriptor, self._directory)
         except BaseException:
