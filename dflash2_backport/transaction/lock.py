@@ -201,8 +201,18 @@ class TreeLock:
         succeeds (a launch script on a read-only image, say)."""
         while True:
             descriptor = self._open_once()
-            if descriptor is None or os.fstat(descriptor).st_nlink != 0:
-                return descriptor
+            if descriptor is None:
+                return None
+            try:
+                info = os.fstat(descriptor)
+                if info.st_nlink != 0:
+                    _refuse_planted(self.path, info)
+                    if self._writable:
+                        _match_directory_owner(descriptor, self._directory)
+                    return descriptor
+            except BaseException:
+                os.close(descriptor)
+                raise
             # Its holder removed it between our open and our look at it (its
             # release): not a planted file. Open whatever the name is now.
             os.close(descriptor)
@@ -230,16 +240,6 @@ class TreeLock:
                     return None
                 self._refuse(second)
             self._writable = False
-        try:
-            info = os.fstat(descriptor)
-            if info.st_nlink == 0:
-                return descriptor  # removed since it was opened: _open opens again
-            _refuse_planted(self.path, info)
-            if self._writable:
-                _match_directory_owner(descriptor, self._directory)
-        except BaseException:
-            os.close(descriptor)
-            raise
         return descriptor
 
     def _directory_writable(self) -> bool:
