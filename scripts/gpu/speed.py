@@ -372,9 +372,7 @@ def engine_env(args, tree: str, cache: str) -> dict:
         if listed.is_file():
             own.update(listed.read_text().strip().split(":"))
     env = dict(os.environ, VLLM_CACHE_ROOT=str(args.run / "vllm-cache" / cache))
-    # FlashInfer builds its kernels into one directory per user, with the
-    # venv's torch paths in the build file: two venvs sharing it rebuild
-    # each other's kernels at every start (about 100 s each). One per cache.
+    # A FlashInfer workspace per version, as driver._engine_env gives a tree.
     env.setdefault("FLASHINFER_WORKSPACE_BASE", driver.flashinfer_workspace(
         pythons_of(args)[tree], args.run / "flashinfer" / cache))
     rest = [p for p in env.pop("PYTHONPATH", "").split(":") if p and p not in own]
