@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -35,6 +37,30 @@ def apply(site: Path):
 @pytest.fixture
 def site(tmp_path: Path) -> Path:
     return make_site("0.27.1", tmp_path / "site")
+
+
+@pytest.fixture(scope="module")
+def applied_once(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """0.27.1 after `apply`, and the verdict cache that apply left."""
+    base = tmp_path_factory.mktemp("applied")
+    site = make_site("0.27.1", base / "site")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DFLASH2_BACKPORT_VERDICT_CACHE", str(base / "verdicts"))
+        result = apply(site)
+    assert result.exit_code == 0, result.output
+    return site, base / "verdicts"
+
+
+@pytest.fixture
+def applied(applied_once: tuple[Path, Path], tmp_path: Path) -> Path:
+    """A site as `apply` leaves it, its verdicts in this test's cache: the
+    same tree and cache as applying here, which every test that starts from
+    an applied tree would otherwise repeat."""
+    reference, verdicts = applied_once
+    site = tmp_path / "site"
+    shutil.copytree(reference, site, symlinks=True)
+    shutil.copytree(verdicts, os.environ["DFLASH2_BACKPORT_VERDICT_CACHE"], dirs_exist_ok=True)
+    return site
 
 
 def test_the_shipped_modules_are_installed_as_they_are_shipped(site: Path) -> None:
@@ -111,9 +137,9 @@ def _change(path: Path, old: bytes | None, new: bytes) -> None:
 ], ids=" ".join)
 @pytest.mark.parametrize("change", CHANGED_AFTER_APPLY.values(), ids=CHANGED_AFTER_APPLY.keys())
 def test_an_installed_module_changed_after_apply_is_drift_named_and_never_overwritten(
-    site: Path, command: list[str], change: tuple
+    applied: Path, command: list[str], change: tuple
 ) -> None:
-    assert apply(site).exit_code == 0
+    site = applied
     _change(site / MODEL, *change)
     before = snapshot(site)
     result = runner.invoke(app, [*command, "--site-packages", str(site)])
@@ -168,9 +194,9 @@ def _earlier_versions() -> list[tuple[ShippedModule, bytes]]:
 
 @pytest.mark.parametrize(("module", "older"), _earlier_versions())
 def test_an_older_copy_of_ours_is_replaced_by_apply_and_removed_by_revert(
-    site: Path, module: ShippedModule, older: bytes
+    applied: Path, module: ShippedModule, older: bytes
 ) -> None:
-    assert apply(site).exit_code == 0
+    site = applied
     path = site / module.dest
     path.write_bytes(older)
     result = runner.invoke(app, ["check", "--site-packages", str(site)])
