@@ -27,10 +27,11 @@ $(DEV_STAMP): pyproject.toml requirements-dev.txt
 test: $(DEV_STAMP)
 	$(BIN)/python -m pytest $(PYTEST_PARALLEL) $(PYTEST_ARGS)
 
-## make test-quick: everything but the runtime tests (real vLLM in fresh interpreters)
-## and the fault tests (real subprocesses killed at every write)
+## make test-quick: everything but the runtime tests (real vLLM in fresh interpreters),
+## the fault tests (real subprocesses killed, signalled and raced at every write)
+## and the install tests (venvs built and filled by pip, uv or pre-commit)
 test-quick: $(DEV_STAMP)
-	$(BIN)/python -m pytest $(PYTEST_PARALLEL) -m "not runtime and not faults" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(PYTEST_PARALLEL) -m "not runtime and not faults and not installs" $(PYTEST_ARGS)
 
 ## make demo: the tool in one throwaway venv, vLLM 0.27.1 (no deps) in another.
 ## Everything it writes stays in its temporary directory: the tool is built

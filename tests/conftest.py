@@ -38,6 +38,11 @@ def pytest_configure(config):
         "faults: kills, signals and concurrent runs of real subprocesses at every write"
         " (make test-quick leaves them out)",
     )
+    config.addinivalue_line(
+        "markers",
+        "installs: builds venvs and installs into them with pip, uv or pre-commit, as users"
+        " do (make test-quick leaves them out)",
+    )
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -21,7 +21,7 @@ from packaging.requirements import Requirement
 
 from tests.trees import make_site
 
-pytestmark = pytest.mark.wheels
+pytestmark = [pytest.mark.wheels, pytest.mark.installs]
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 CONSTRAINTS = REPOSITORY / "tests" / "runtime" / "constraints.txt"

@@ -126,13 +126,16 @@ def _venv_with_vllm(directory: Path, version: str = "0.27.1") -> tuple[Path, Pat
     subprocess.run([sys.executable, "-m", "venv", str(directory)], check=True)
     python = directory / "bin" / "python"
     _pip(python, "install", "--no-deps", str(vllm_wheel(version)))
-    site = Path(
+    return python, _purelib(python)
+
+
+def _purelib(python: Path) -> Path:
+    return Path(
         subprocess.run(
             [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
             check=True, capture_output=True, text=True,
         ).stdout.strip()
     )
-    return python, site
 
 
 def _pip(python: Path, *args: str) -> None:
@@ -148,13 +151,29 @@ def _vllm_files_left(site: Path) -> list[str]:
     ) if (site / "vllm").exists() else []
 
 
+@pytest.fixture(scope="module")
+def _pip_made_venv(tmp_path_factory: pytest.TempPathFactory):
+    """A venv with vLLM 0.27.1 installed by pip, made once: pip's install
+    (unpacking and byte-compiling about 300 MB) costs several times a copy."""
+    directory = tmp_path_factory.mktemp("pip-made") / "venv"
+    _venv_with_vllm(directory)
+    yield directory
+    shutil.rmtree(directory, ignore_errors=True)
+
+
 @pytest.fixture
-def vllm_venv(tmp_path: Path):
-    """A venv with vLLM 0.27.1 installed by pip; removed afterwards (800 MB)."""
-    yield _venv_with_vllm(tmp_path / "venv")
+def vllm_venv(tmp_path: Path, _pip_made_venv: Path):
+    """The pip-made venv, copied whole for this test, byte for byte and
+    without links into the original (a copy is a venv of its own: its
+    interpreter finds its prefix from where it stands), with its
+    interpreter and site-packages; removed afterwards (800 MB)."""
+    shutil.copytree(_pip_made_venv, tmp_path / "venv", symlinks=True)
+    python = tmp_path / "venv" / "bin" / "python"
+    yield python, _purelib(python)
     shutil.rmtree(tmp_path / "venv", ignore_errors=True)
 
 
+@pytest.mark.installs
 @pytest.mark.parametrize("steps", [["apply"], ["apply", "revert"]], ids=" then ".join)
 def test_pip_uninstall_leaves_nothing_of_vllm_behind(vllm_venv, steps: list[str]) -> None:
     python, site = vllm_venv
@@ -165,6 +184,7 @@ def test_pip_uninstall_leaves_nothing_of_vllm_behind(vllm_venv, steps: list[str]
     assert _vllm_files_left(site) == []
 
 
+@pytest.mark.installs
 def test_check_after_upgrading_a_patched_install_says_upstream_ships_it(vllm_venv) -> None:
     python, site = vllm_venv
     subprocess.run([*TOOL, "apply", "--site-packages", str(site)], check=True, capture_output=True)
@@ -260,6 +280,7 @@ def _shared_pre_commit_home(tmp_path_factory: pytest.TempPathFactory):
     shutil.rmtree(home, ignore_errors=True)
 
 
+@pytest.mark.installs
 def test_pre_commit_check_fails_on_a_pristine_tree_and_its_hint_fixes_it(fork: Path) -> None:
     check = _pre_commit(fork, "run", "--all-files", "dflash2-backport-check")
     assert check.returncode == 1, check.stdout + check.stderr
@@ -277,6 +298,7 @@ def test_pre_commit_check_fails_on_a_pristine_tree_and_its_hint_fixes_it(fork: P
     assert _pre_commit(fork, "run", "--all-files", "dflash2-backport-check").returncode == 0
 
 
+@pytest.mark.installs
 def test_pre_commit_blocks_a_commit_that_drops_an_edit_and_passes_a_reformat(fork: Path) -> None:
     subprocess.run([*TOOL, "apply", "--root", str(fork)], check=True, capture_output=True)
     _git(fork, "add", "--all")
@@ -307,6 +329,7 @@ def test_pre_commit_blocks_a_commit_that_drops_an_edit_and_passes_a_reformat(for
     assert reformatted.returncode == 0, reformatted.stdout + reformatted.stderr
 
 
+@pytest.mark.installs
 def test_pre_commit_autoupdate_pins_a_commit_while_no_release_is_tagged(fork: Path) -> None:
     """The README's advice: a rev must exist, and with no tags `autoupdate`
     pins the newest commit, here the hook repository's HEAD."""
@@ -330,6 +353,7 @@ def _files(root: Path) -> list[str]:
     return sorted(str(path.relative_to(root)) for path in root.rglob("*"))
 
 
+@pytest.mark.installs
 def test_make_demo_leaves_nothing_outside_its_temporary_directory(tmp_path: Path) -> None:
     """The demo is throwaway: with HOME, the XDG cache and TMPDIR all empty
     directories, they are empty again afterwards (no verdicts, no pip cache,

@@ -28,6 +28,7 @@ from tests.trees import make_site, snapshot
 
 pytestmark = [
     pytest.mark.wheels,
+    pytest.mark.faults,
     pytest.mark.skipif(
         os.geteuid() != 0 or shutil.which("setpriv") is None,
         reason="needs root and setpriv to run the tool as other users",
