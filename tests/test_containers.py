@@ -24,7 +24,7 @@ from tests.test_interpreter import PY_DIR, bare_venv, tool
 from tests.trees import INSTALLED, TARGETS
 from tests.wheels import vllm_wheel
 
-pytestmark = pytest.mark.wheels
+pytestmark = [pytest.mark.wheels, pytest.mark.installs]
 
 UV = Path(sys.executable).with_name("uv")
 

@@ -192,6 +192,7 @@ def vllm_venv(tmp_path: Path):
     shutil.rmtree(directory, ignore_errors=True)
 
 
+@pytest.mark.installs
 def test_tool_in_one_venv_patches_vllm_in_another_through_python(vllm_venv) -> None:
     python, site = vllm_venv
     assert sysconfig.get_paths()["purelib"] != str(site)

@@ -66,11 +66,13 @@ def version_after(python: Path, *source: str) -> str:
     return result.stdout
 
 
+@pytest.mark.installs
 def test_an_install_from_a_clones_path_names_its_commit(clone: Path, venv: Path) -> None:
     head = git(clone, "rev-parse", "HEAD")
     assert version_after(venv, str(clone)) == f"dflash2-backport {__version__} (commit {head})\n"
 
 
+@pytest.mark.installs
 def test_an_install_from_git_pinned_to_a_commit_names_that_commit(
     clone: Path, venv: Path
 ) -> None:
@@ -79,6 +81,7 @@ def test_an_install_from_git_pinned_to_a_commit_names_that_commit(
     assert shown == f"dflash2-backport {__version__} (commit {head})\n"
 
 
+@pytest.mark.installs
 def test_a_wheel_built_from_an_sdist_of_a_clone_names_its_commit(
     clone: Path, venv: Path, tmp_path: Path
 ) -> None:
@@ -93,6 +96,7 @@ def test_a_wheel_built_from_an_sdist_of_a_clone_names_its_commit(
     assert version_after(venv, str(sdist)) == f"dflash2-backport {__version__} (commit {head})\n"
 
 
+@pytest.mark.installs
 def test_a_clone_with_uncommitted_changes_says_so(clone: Path, venv: Path, tmp_path: Path) -> None:
     changed = shutil.copytree(clone, tmp_path / "changed")
     head = git(changed, "rev-parse", "HEAD")
@@ -102,6 +106,7 @@ def test_a_clone_with_uncommitted_changes_says_so(clone: Path, venv: Path, tmp_p
     assert shown == f"dflash2-backport {__version__} (commit {head}, with uncommitted changes)\n"
 
 
+@pytest.mark.installs
 def test_files_from_no_git_repository_give_the_version_alone(venv: Path, tmp_path: Path) -> None:
     copy = copy_of_the_project(tmp_path / "copy")
     assert version_after(venv, str(copy)) == f"dflash2-backport {__version__}\n"
