@@ -28,10 +28,11 @@ test: $(DEV_STAMP)
 	$(BIN)/python -m pytest $(PYTEST_PARALLEL) $(PYTEST_ARGS)
 
 ## make test-quick: everything but the runtime tests (real vLLM in fresh interpreters),
-## the fault tests (real subprocesses killed, signalled and raced at every write)
-## and the install tests (venvs built and filled by pip, uv or pre-commit)
+## the fault tests (real subprocesses killed, signalled and raced at every write),
+## the install tests (venvs built and filled by pip, uv or pre-commit) and the
+## drift suite's variant trees (each judged, applied and rewritten whole)
 test-quick: $(DEV_STAMP)
-	$(BIN)/python -m pytest $(PYTEST_PARALLEL) -m "not runtime and not faults and not installs" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(PYTEST_PARALLEL) -m "not runtime and not faults and not installs and not variants" $(PYTEST_ARGS)
 
 ## make demo: the tool in one throwaway venv, vLLM 0.27.1 (no deps) in another.
 ## Everything it writes stays in its temporary directory: the tool is built

@@ -43,6 +43,11 @@ def pytest_configure(config):
         "installs: builds venvs and installs into them with pip, uv or pre-commit, as users"
         " do (make test-quick leaves them out)",
     )
+    config.addinivalue_line(
+        "markers",
+        "variants: every reformatted, commented, reordered or changed 0.27.1 tree, judged,"
+        " applied and rewritten whole (make test-quick leaves them out)",
+    )
 
 
 @pytest.fixture(scope="session", autouse=True)

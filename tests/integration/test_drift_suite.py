@@ -15,7 +15,7 @@ from tests.integration import variants
 from tests.oracle import seed_patched
 from tests.trees import TARGETS, make_site, snapshot
 
-pytestmark = pytest.mark.wheels
+pytestmark = [pytest.mark.wheels, pytest.mark.variants]
 
 runner = CliRunner()
 

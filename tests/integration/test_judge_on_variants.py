@@ -18,7 +18,7 @@ from tests.integration import variants
 from tests.integration.test_drift_suite import COSMETIC_CASES
 from tests.trees import TARGETS, make_site
 
-pytestmark = pytest.mark.wheels
+pytestmark = [pytest.mark.wheels, pytest.mark.variants]
 
 
 def _checked_and_applied(site: Path) -> tuple[list, list]:
