@@ -24,7 +24,7 @@ VENV_SIDE = Path(__file__).resolve().parent / "venv_side"
 # every model class a config names, in every run and xdist worker. A build
 # never changes once published, and vLLM checks each entry against the hash
 # of its model's module, so an entry holds what inspecting would find.
-MODELINFOS = runtime_env.ROOT / "modelinfos"
+MODELINFOS = runtime_env.MODELINFOS
 
 # A fresh interpreter spends 10-20 s importing vLLM and torch; the slowest
 # probes take about a minute alone on two cores, more when runs overlap.
