@@ -15,7 +15,8 @@ new interpreter instead. The interpreter sees venv_side/ on its path (runtime_gu
 emit, attempt, use_triton_interpreter, stub_silu_and_mul, distributed), has
 CUDA_VISIBLE_DEVICES="" and TRITON_INTERPRET=1, the CPU platform plugin
 active (on its path too: the venvs do not hold it), and VLLM_CACHE_ROOT in the
-pytest run's temp dir.
+pytest run's temp dir, one per venv, whose model-info cache is that venv
+build's, kept across runs (harness.MODELINFOS).
 
 `tiny_models`: config-only model directories (tiny_configs.py).
 

@@ -78,6 +78,10 @@ CUDA_VLLM_VERSIONS = ("0.27.1",)
 # checkout (tests, docs) does not change what `apply` does to vLLM.
 PROJECT_INPUTS = ("pyproject.toml", "dflash2_backport", "transforms", "modules")
 
+# vLLM's model-info cache of each build, by the build's directory name: the
+# snippet runner keeps it (harness.py), pruning drops it with its build.
+MODELINFOS = ROOT / "modelinfos"
+
 # Older builds of a kind are removed once this many newer ones exist; each
 # child venv holds its own ~800 MB copy of vLLM.
 KEEP_PER_KIND = 2
@@ -222,6 +226,8 @@ def _prune(kind: str) -> None:
             continue
         shutil.rmtree(directory, ignore_errors=True)
         (ROOT / f"{directory.name}.log").unlink(missing_ok=True)
+        # The snippet runner's model-info cache of that build (harness.py).
+        shutil.rmtree(ROOT / MODELINFOS.name / directory.name, ignore_errors=True)
     for link in ROOT.glob(f"{kind}-*"):
         if link.is_symlink() and not link.exists():
             link.unlink()

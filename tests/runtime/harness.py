@@ -15,9 +15,16 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.runtime import env as runtime_env
 from tests.runtime.fork_server import ForkedProcess, ForkServer
 
 VENV_SIDE = Path(__file__).resolve().parent / "venv_side"
+# vLLM's model-info cache per venv build, kept across pytest runs: a cold
+# one costs a fresh interpreter importing vLLM (about ten seconds of CPU) for
+# every model class a config names, in every run and xdist worker. A build
+# never changes once published, and vLLM checks each entry against the hash
+# of its model's module, so an entry holds what inspecting would find.
+MODELINFOS = runtime_env.MODELINFOS
 
 # A fresh interpreter spends 10-20 s importing vLLM and torch; the slowest
 # probes take about a minute alone on two cores, more when runs overlap.
@@ -161,7 +168,8 @@ class SnippetRunner:
         result_file = scratch / "result.json"
         log_file = scratch / "output.log"
         log_file.touch()
-        environ = snippet_env(self.cache_root, plugin_dir=self.plugin_dir, **env_options)
+        environ = snippet_env(self.cache_root_for(python), plugin_dir=self.plugin_dir,
+                              **env_options)
         server = None if fresh else self._server(python, environ)
         environ["RUNTIME_RESULT"] = str(result_file)
         argv = [str(python), str(script), *(args or [])]
@@ -181,6 +189,26 @@ class SnippetRunner:
                           time.monotonic() + timeout)
         self._started.append(snippet)
         return snippet
+
+    def cache_root_for(self, python: Path) -> Path:
+        """VLLM_CACHE_ROOT for snippets of `python`: this run's own, except
+        that for a venv the runtime tests build, `modelinfos` is the one that
+        venv's build keeps across runs (MODELINFOS). Each venv gets its own,
+        since a model class's info can differ between trees whose module
+        file is the same."""
+        build = Path(python).parent.parent.resolve()
+        if build.parent != runtime_env.ROOT.resolve():
+            return self.cache_root
+        root = self.cache_root / build.name
+        if not root.is_dir():
+            shared = MODELINFOS / build.name
+            shared.mkdir(parents=True, exist_ok=True)
+            root.mkdir(exist_ok=True)
+            try:
+                (root / "modelinfos").symlink_to(shared, target_is_directory=True)
+            except FileExistsError:
+                pass
+        return root
 
     def _server(self, python: Path, environ: dict) -> ForkServer:
         # The server's imports ran in its environment: only snippets that

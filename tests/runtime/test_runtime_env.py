@@ -91,6 +91,7 @@ def test_old_builds_of_a_kind_are_pruned_unless_a_process_uses_them(root, monkey
     monkeypatch.setattr(runtime_env, "KEEP_PER_KIND", 1)
     first = runtime_env._publish("demo-one", lambda target, log: target.mkdir())
     first_dir = first.resolve()
+    (root / "modelinfos" / first_dir.name).mkdir(parents=True)
     time.sleep(0.01)
     runtime_env._publish("demo-two", lambda target, log: target.mkdir())
     # This process still holds the first build, so it survives.
@@ -102,3 +103,6 @@ def test_old_builds_of_a_kind_are_pruned_unless_a_process_uses_them(root, monkey
     assert third.exists()
     assert not first_dir.exists()
     assert not first.is_symlink()
+    # The model-info cache the snippet runner kept for it goes with it.
+    assert not (root / "modelinfos" / first_dir.name).exists()
+    assert (root / "modelinfos").is_dir()

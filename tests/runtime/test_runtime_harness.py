@@ -4,17 +4,19 @@ started with it; each both for a snippet forked from a venv's fork server
 and for one in a fresh interpreter (pytest's own, which cannot import torch,
 so its server fails and the runner starts the snippet fresh). A forked
 snippet starts as a fresh interpreter would and shares nothing with the
-snippets forked before it."""
+snippets forked before it. Each venv build keeps its own model-info cache
+across runs."""
 
 from __future__ import annotations
 
 import json
 import signal
 import sys
+from pathlib import Path
 
 import pytest
 
-from tests.runtime.harness import SnippetError, SnippetRunner
+from tests.runtime.harness import MODELINFOS, SnippetError, SnippetRunner
 
 pytestmark = pytest.mark.runtime
 
@@ -151,3 +153,16 @@ def test_the_fork_server_is_started_once_per_venv(forking, pristine_python):
     code = "import os; from runtime_guest import emit; emit(os.getppid())"
     parents = {json.dumps(forking.run(pristine_python, code)) for _ in range(3)}
     assert len(parents) == 1
+
+
+def test_each_venv_build_keeps_its_own_model_info_cache(forking, pristine_python,
+                                                        patched_python):
+    code = "import os; from runtime_guest import emit; emit(os.environ['VLLM_CACHE_ROOT'])"
+    roots = {}
+    for python in (pristine_python, patched_python):
+        roots[python] = Path(forking.run(python, code))
+        build = python.parent.parent.resolve().name
+        assert (roots[python] / "modelinfos").resolve() == (MODELINFOS / build).resolve()
+    assert len(set(roots.values())) == 2
+    # An interpreter of no venv the tests build shares nothing across runs.
+    assert forking.cache_root_for(Path(sys.executable)) == forking.cache_root

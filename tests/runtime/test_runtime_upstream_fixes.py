@@ -51,7 +51,7 @@ def start_upstream(python: Path, version: str, relative: str, select: str, snipp
     root = upstream_tests(version, relative)
     report = scratch / "report.xml"
     environment = snippet_env(
-        snippets.cache_root, plugin_dir=snippets.plugin_dir,
+        snippets.cache_root_for(python), plugin_dir=snippets.plugin_dir,
         # The cached files stay as fetched: no bytecode beside them.
         extra={"PYTHONDONTWRITEBYTECODE": "1"},
     )

@@ -144,10 +144,40 @@ def test_verify_names_every_missing_piece_on_vllm_as_it_ships(pair, case, tmp_pa
     assert "Traceback" not in done.stdout + done.stderr
 
 
-def test_verify_passes_after_apply(pair, case, tmp_path):
+# The case whose run of verify on the patched venv is also watched for what
+# it leaves behind: 0.27.1 on torch's CPU build, with its base venv.
+WATCHED_CASE = ("cpu", "0.27.1")
+
+
+@pytest.fixture(scope="module")
+def patched_verify(tmp_path_factory):
+    """`verify --python` on a case's patched venv, run once per case with a
+    TMPDIR of its own: test_verify_passes_after_apply judges its output and
+    test_verify_leaves_nothing_behind what it left (WATCHED_CASE), the same
+    command in the same environment either would run."""
+    runs: dict[tuple[str, str], dict] = {}
+
+    def run(case: tuple[str, str], patched: Path) -> dict:
+        if case not in runs:
+            watched = (patched, runtime_env.base_env()) if case == WATCHED_CASE else ()
+            before = {venv: _files(venv) for venv in watched}
+            scratch = tmp_path_factory.mktemp("verify-tmp")
+            done, wall = run_verify(
+                [TOOL, "verify", "--python", runtime_env.venv_python(patched)], scratch
+            )
+            runs[case] = {
+                "done": done, "wall": wall, "left_in_tmp": list(scratch.iterdir()),
+                "venvs": {venv: (files, _files(venv)) for venv, files in before.items()},
+            }
+        return runs[case]
+
+    return run
+
+
+def test_verify_passes_after_apply(pair, case, patched_verify):
     _, version = case
-    patched = runtime_env.venv_python(pair["patched"])
-    done, wall = run_verify([TOOL, "verify", "--python", patched], tmp_path)
+    seen = patched_verify(case, pair["patched"])
+    done, wall = seen["done"], seen["wall"]
     print(f"\n$ dflash2-backport verify --python <patched {case}>  ({wall:.1f} s)\n"
           f"{done.stdout}{done.stderr}")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -182,17 +212,15 @@ def _files(venv: Path) -> set[str]:
     }
 
 
-def test_verify_leaves_nothing_behind(versioned_venvs, tmp_path):
+def test_verify_leaves_nothing_behind(versioned_venvs, patched_verify):
     """Not in the temporary directory, not in the venv: the platform plugin
     verify provides lives and dies with the probe process."""
-    patched = versioned_venvs("0.27.1")["patched"]
-    base = runtime_env.base_env()
-    before = {venv: _files(venv) for venv in (patched, base)}
-    scratch = tmp_path / "tmp"
-    scratch.mkdir()
-    done, _ = run_verify([TOOL, "verify", "--python", runtime_env.venv_python(patched)],
-                         scratch)
+    torch_build, version = WATCHED_CASE
+    patched = versioned_venvs(version, torch_build)["patched"]
+    seen = patched_verify(WATCHED_CASE, patched)
+    done = seen["done"]
     assert done.returncode == 0, done.stdout + done.stderr
-    assert list(scratch.iterdir()) == []
-    for venv, files in before.items():
-        assert _files(venv) == files, venv
+    assert seen["left_in_tmp"] == []
+    assert set(seen["venvs"]) == {patched, runtime_env.base_env()}
+    for venv, (files, after) in seen["venvs"].items():
+        assert after == files, venv
