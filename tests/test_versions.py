@@ -9,15 +9,21 @@ probe on the patched and pristine 0.27.0 as on 0.27.1, `verify` included.
 from __future__ import annotations
 
 import filecmp
+import json
 from pathlib import Path
 
 import pytest
 
+from dflash2_backport.transforms.anchor_clamp import FUNCTION as ANCHOR_CLAMP_FUNCTION
+from dflash2_backport.transforms.writers.anchor_clamp import AnchorClamp
 from tests.test_interpreter import tool
+from tests.transforms._cases import output
 from tests.trees import INSTALLED, TARGETS, make_site, snapshot
 from tests.wheels import vllm_source
 
 pytestmark = pytest.mark.wheels
+
+DFLASH = "vllm/model_executor/models/qwen3_dflash.py"
 
 # Read off a comparison of the two wheels, and nothing the backport reads.
 DIFFERING_SOURCES = {
@@ -70,3 +76,25 @@ def test_a_release_that_ships_dflash2_but_lost_its_modules_is_told_to_reinstall(
     # Forcing a 0.27 backport onto a newer release is never the way out.
     assert "--force" not in line
     assert snapshot(site) == before
+
+
+
+def test_on_0_26_0_the_anchor_clamp_goes_before_the_function_that_follows_its_0_27_anchor(
+    tmp_path: Path,
+) -> None:
+    """0.26.0 computes the fc layer's width inline (0.27.0 moved it into
+    `_get_dflash_fc_input_size`): `anchor-clamp` is pending there all the
+    same, its function written where 0.27.x has it, right before
+    `_resolve_layer_attention`, and reverting gives the file back."""
+    site = make_site("0.26.0", tmp_path / "site")
+    checked = tool("check", "--force", "--json", "--site-packages", site)
+    states = {(e["edit"], e["file"]): e["state"] for e in json.loads(checked.stdout)["edits"]}
+    assert states["anchor-clamp", DFLASH] == "pending", checked.stdout
+    pristine = (site / DFLASH).read_text()
+    assert "def _get_dflash_fc_input_size" not in pristine
+    patched = output(AnchorClamp, pristine)
+    assert patched == pristine.replace(
+        "\n\n\ndef _resolve_layer_attention(",
+        "\n\n\n" + ANCHOR_CLAMP_FUNCTION + "\n\ndef _resolve_layer_attention(",
+    )
+    assert output(AnchorClamp, patched, revert=True) == pristine

@@ -4,8 +4,11 @@ Target: vllm/model_executor/models/qwen3_dflash.py, one hunk.
 
 dflash_anchors_in_vocab
     Must be there: a module-level `def _get_dflash_fc_input_size`, and the
-    module-level name `torch` (the new function's annotations read it).
-    Inserts, right before it:
+    module-level name `torch` (the new function's annotations read it). In
+    vLLM 0.26.0, which computes that width inline in
+    `DFlashQwen3Model.__init__` (0.27.0 moved it into the function), the
+    function that follows it in 0.27.x, `def _resolve_layer_attention`,
+    stands in for it. Inserts, right before it:
         def dflash_anchors_in_vocab(anchor_token_ids, vocab_size) -> torch.Tensor
     which returns `anchor_token_ids.clamp(0, vocab_size - 1)`. Applied when a
     module-level function of that name means what the fix's does (docstring
@@ -37,6 +40,8 @@ would break the module.
 
 from __future__ import annotations
 
+import ast
+
 from .edit import Edit, Fix, Hunk, Judged, Role, Site, applied, drift, pending
 from .gumbel import Functions
 from .judging import kept_while_used, other_version
@@ -46,6 +51,11 @@ from .source import Source
 PATH = "vllm/model_executor/models/qwen3_dflash.py"
 NAME = "dflash_anchors_in_vocab"
 ANCHOR = "_get_dflash_fc_input_size"
+#: vLLM 0.26.0's form: no `ANCHOR`, the model's __init__ assigns the width
+#: itself, and the function after `ANCHOR`'s place in 0.27.x is the anchor.
+#: The assignment is asked for, so that a fork that renamed `ANCHOR` is
+#: drift, not patched at another place.
+INLINE_ANCHOR, INLINE_MODEL, INLINE_WIDTH = "_resolve_layer_attention", "DFlashQwen3Model", "fc_input_size"
 #: Module-level names the new function reads.
 NEEDS = ("torch",)
 FUNCTION = '''\
@@ -64,7 +74,8 @@ def dflash_anchors_in_vocab(
 
 HUNK = Hunk(
     "anchor clamp",
-    f"module level, right before `def {ANCHOR}`",
+    f"module level, right before `def {ANCHOR}` (in vLLM 0.26.0, which computes that "
+    f"width inline, before `def {INLINE_ANCHOR}`)",
     None,
     FUNCTION,
     "A DFlash2 draft's anchor (a chunked prefill's next prompt token, which "
@@ -82,12 +93,13 @@ def judge(source: Source) -> dict[str, Judged]:
     if existing:
         first, *more = (f.pinned() for f in existing)
         return {HUNK.name: applied(Functions(path=first, more=tuple(more)))}
-    anchors = source.module.defs(ANCHOR)
+    anchor = ANCHOR if source.module.defs(ANCHOR) or not _width_inline(source) else INLINE_ANCHOR
+    anchors = source.module.defs(anchor)
     problems = []
     if len(anchors) != 1:
         problems.append(
-            f"{len(anchors)} module-level `{ANCHOR}` definitions" if anchors
-            else f"no module-level `{ANCHOR}` (renamed or removed?) to put `{NAME}` before"
+            f"{len(anchors)} module-level `{anchor}` definitions" if anchors
+            else f"no module-level `{anchor}` (renamed or removed?) to put `{NAME}` before"
         )
     bindings = module_bindings(source.tree.body)
     missing = [name for name in NEEDS if name not in bindings]
@@ -99,12 +111,28 @@ def judge(source: Source) -> dict[str, Judged]:
     if problems:
         return {
             HUNK.name: drift(
-                f"one module-level `def {ANCHOR}` to insert before, and `torch` "
+                f"one module-level `def {anchor}` to insert before, and `torch` "
                 "imported at module level",
                 "; ".join(problems),
             )
         }
     return {HUNK.name: pending(Site(path=anchors[0].pinned()))}
+
+
+def _width_inline(source: Source) -> bool:
+    """Whether `INLINE_MODEL.__init__` assigns `INLINE_WIDTH` (0.26.0)."""
+
+    def assigns_width(statement: ast.stmt) -> bool:
+        return isinstance(statement, ast.Assign) and any(
+            isinstance(target, ast.Name) and target.id == INLINE_WIDTH
+            for target in statement.targets
+        )
+
+    return any(
+        init.walk(assigns_width)
+        for model in source.module.classes(INLINE_MODEL)
+        for init in model.defs("__init__")
+    )
 
 
 def before_undo(source: Source, to_undo: dict[str, Judged]) -> dict[str, Judged]:

@@ -54,6 +54,24 @@ PENDING = HEADER + ANCHOR
 APPLIED = HEADER + CLAMP + ANCHOR
 HUNK = "anchor clamp"
 
+# vLLM 0.26.0: no `_get_dflash_fc_input_size`; the model computes the fc
+# layer's width in its __init__, and `_resolve_layer_attention` follows.
+INLINE = """
+
+def _resolve_layer_attention(config: Qwen3Config, index: int) -> str:
+    return _SLIDING_ATTENTION
+
+
+class DFlashQwen3Model(nn.Module):
+    def __init__(self, config: Qwen3Config) -> None:
+        super().__init__()
+        if config.use_aux_hidden_state:
+            fc_input_size = config.hidden_size * config.num_hidden_layers
+            self.fc = nn.Linear(fc_input_size, config.hidden_size)
+"""
+PENDING_0_26 = HEADER + INLINE
+APPLIED_0_26 = HEADER + CLAMP + INLINE
+
 PATCHED = {
     "inserted before _get_dflash_fc_input_size": (PENDING, APPLIED),
     "a comment above the anchor stays with it": (
@@ -61,6 +79,9 @@ PATCHED = {
              "\n\n# The fc layer's input width.\ndef _get_dflash_fc_input_size("),
         swap(APPLIED, "\n\ndef _get_dflash_fc_input_size(",
              "\n\n# The fc layer's input width.\ndef _get_dflash_fc_input_size("),
+    ),
+    "0.26.0, the width computed inline: before _resolve_layer_attention": (
+        PENDING_0_26, APPLIED_0_26,
     ),
 }
 
@@ -95,6 +116,12 @@ DRIFT = {
         PENDING, "def _get_dflash_fc_input_size(", "def _fc_input_size("
     ),
     "torch not imported at module level": swap(PENDING, "import torch\n", ""),
+    "0.26.0's form with the width no longer assigned in the model": swap(
+        PENDING_0_26, "fc_input_size = config.hidden_size", "width = config.hidden_size"
+    ),
+    "0.26.0's form without _resolve_layer_attention": swap(
+        PENDING_0_26, "def _resolve_layer_attention(", "def _layer_attention("
+    ),
 }
 
 REVERT_REFUSED = {

@@ -1,4 +1,5 @@
-"""Writes `dflash_anchors_in_vocab` right before `_get_dflash_fc_input_size`,
+"""Writes `dflash_anchors_in_vocab` right before its anchor
+(`_get_dflash_fc_input_size`, or `_resolve_layer_attention` in vLLM 0.26.0),
 two blank lines apart; backwards, the function goes and what followed it
 takes back the blank lines it took."""
 
