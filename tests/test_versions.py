@@ -8,6 +8,7 @@ probe on the patched and pristine 0.27.0 as on 0.27.1, `verify` included.
 
 from __future__ import annotations
 
+import ast
 import filecmp
 import json
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 
 from dflash2_backport.transforms.anchor_clamp import FUNCTION as ANCHOR_CLAMP_FUNCTION
 from dflash2_backport.transforms.writers.anchor_clamp import AnchorClamp
+from dflash2_backport.transforms.writers.dflash_input_guards import DFlashInputGuards
 from tests.test_interpreter import tool
 from tests.transforms._cases import output
 from tests.trees import INSTALLED, TARGETS, make_site, snapshot
@@ -24,6 +26,7 @@ from tests.wheels import vllm_source
 pytestmark = pytest.mark.wheels
 
 DFLASH = "vllm/model_executor/models/qwen3_dflash.py"
+DFLASH_SPECULATOR = "vllm/v1/worker/gpu/spec_decode/dflash/speculator.py"
 
 # Read off a comparison of the two wheels, and nothing the backport reads.
 DIFFERING_SOURCES = {
@@ -79,17 +82,31 @@ def test_a_release_that_ships_dflash2_but_lost_its_modules_is_told_to_reinstall(
 
 
 
+@pytest.fixture(scope="module")
+def release_0_26_0(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    """0.26.0's site, and each edit's state there by `check --force`."""
+    site = make_site("0.26.0", tmp_path_factory.mktemp("0.26.0") / "site")
+    checked = tool("check", "--force", "--json", "--site-packages", site)
+    edits = json.loads(checked.stdout)["edits"]
+    return site, {(e["edit"], e["file"]): e["state"] for e in edits}
+
+
+def test_on_0_26_0_every_edit_but_draft_max_position_finds_its_target(release_0_26_0) -> None:
+    _, states = release_0_26_0
+    assert {edit for (edit, _), state in states.items() if state != "pending"} == {
+        "draft-max-position"
+    }
+
+
 def test_on_0_26_0_the_anchor_clamp_goes_before_the_function_that_follows_its_0_27_anchor(
-    tmp_path: Path,
+    release_0_26_0,
 ) -> None:
     """0.26.0 computes the fc layer's width inline (0.27.0 moved it into
-    `_get_dflash_fc_input_size`): `anchor-clamp` is pending there all the
-    same, its function written where 0.27.x has it, right before
-    `_resolve_layer_attention`, and reverting gives the file back."""
-    site = make_site("0.26.0", tmp_path / "site")
-    checked = tool("check", "--force", "--json", "--site-packages", site)
-    states = {(e["edit"], e["file"]): e["state"] for e in json.loads(checked.stdout)["edits"]}
-    assert states["anchor-clamp", DFLASH] == "pending", checked.stdout
+    `_get_dflash_fc_input_size`): the clamp is written where 0.27.x has it,
+    right before `_resolve_layer_attention`, and reverting gives the file
+    back."""
+    site, states = release_0_26_0
+    assert states["anchor-clamp", DFLASH] == "pending"
     pristine = (site / DFLASH).read_text()
     assert "def _get_dflash_fc_input_size" not in pristine
     patched = output(AnchorClamp, pristine)
@@ -98,3 +115,28 @@ def test_on_0_26_0_the_anchor_clamp_goes_before_the_function_that_follows_its_0_
         "\n\n\n" + ANCHOR_CLAMP_FUNCTION + "\n\ndef _resolve_layer_attention(",
     )
     assert output(AnchorClamp, patched, revert=True) == pristine
+
+
+def test_on_0_26_0_the_prepare_inputs_kernel_is_hardened_without_the_copy_it_lacks(
+    release_0_26_0,
+) -> None:
+    """0.26.0's kernel lacks the temperature and seed copy 0.27.0 moved into
+    it: hardened, it stays without it, and reverting gives the file back."""
+    site, states = release_0_26_0
+    assert states["dflash-input-guards", DFLASH_SPECULATOR] == "pending"
+    pristine = (site / DFLASH_SPECULATOR).read_text()
+    patched = output(DFlashInputGuards, pristine)
+    (kernel,) = [node for node in ast.parse(pristine).body
+                 if getattr(node, "name", "") == "_prepare_dflash_inputs_kernel"]
+    # Everything before the kernel and after it stays as it was.
+    lines, ends = pristine.splitlines(True), patched.splitlines(True)
+    head, tail = kernel.lineno - 2, len(lines) - kernel.end_lineno  # its decorator included
+    assert ends[:head] == lines[:head] and ends[len(ends) - tail:] == lines[len(lines) - tail:]
+    rewritten = "".join(ends[head:len(ends) - tail])
+    for hardening in ("num_valid_ctx = valid_ctx_end - ctx_start",
+                      "ctx_resident = is_valid_ctx & (ctx_block_id != 0)",
+                      "q_resident = is_query & (q_block_id != 0)",
+                      "tl.minimum(last_valid_pos + 1 + num_query_per_req, max_model_len)"):
+        assert hardening in rewritten, hardening
+    assert "temperature_ptr" not in rewritten
+    assert output(DFlashInputGuards, patched, revert=True) == pristine

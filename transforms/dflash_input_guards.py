@@ -2,7 +2,9 @@
 
 Target: vllm/v1/worker/gpu/spec_decode/dflash/speculator.py, the module-level
 `@triton.jit def _prepare_dflash_inputs_kernel`, one hunk. It must be 0.27.1's
-kernel, by meaning; it becomes 0.28.0's hardened one:
+kernel, by meaning, or 0.26.0's (the same without the copy of the
+request's temperature and seed, which 0.27.0 moved into it); it becomes
+0.28.0's hardened one, or 0.26.0's hardened alike:
 
 * only the accepted context rows count as context (`num_valid_ctx`): the
   rejected suffix gets position 0 and PAD_SLOT_ID, and the query block
@@ -266,6 +268,32 @@ def _hardened(kernel: str) -> str:
     return kernel
 
 
+#: What vLLM 0.27.0 added to the kernel: the request's temperature and seed
+#: copied into the draft's (0.26.0 copies them on the host, before the launch).
+SAMPLING_STATE_COPY = (
+    "    out_temperature_ptr,\n    out_seeds_ptr,\n",
+    "    # Sampling params\n    temperature_ptr,\n    seeds_ptr,\n",
+    "        # Copy sampling state.\n"
+    "        tl.store(\n"
+    "            out_temperature_ptr + req_state_idx,\n"
+    "            tl.load(temperature_ptr + req_state_idx),\n"
+    "        )\n"
+    "        tl.store(out_seeds_ptr + req_state_idx, tl.load(seeds_ptr + req_state_idx))\n",
+)
+
+
+def _without_sampling_state_copy(kernel: str) -> str:
+    for lines in SAMPLING_STATE_COPY:
+        assert kernel.count(lines) == 1, lines
+        kernel = kernel.replace(lines, "")
+    return kernel
+
+
+#: 0.26.0's kernel: 0.27.1's without that copy. The hardening touches none
+#: of those lines, and prevents the same there.
+KERNEL_0260 = _without_sampling_state_copy(KERNEL_0271)
+FORMS = [("vLLM 0.26.0", KERNEL_0260, _hardened(KERNEL_0260))]
+
 HUNK = Hunk(
     "hardened prepare-inputs kernel",
     f"module level, `@triton.jit def {KERNEL}`",
@@ -281,7 +309,7 @@ def judge(source: Source) -> dict[str, Judged]:
     kernel = exactly_one(source.module.defs(KERNEL), f"one module-level function {KERNEL}")
     if isinstance(kernel, Judged):
         return {HUNK.name: kernel}
-    return {HUNK.name: judge_definition(source, kernel, HUNK, f"`{KERNEL}`")}
+    return {HUNK.name: judge_definition(source, kernel, HUNK, f"`{KERNEL}`", FORMS)}
 
 
 DFLASH_INPUT_GUARDS = Edit(

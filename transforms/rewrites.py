@@ -44,6 +44,10 @@ class Run(Site):
     within: ClassVar[bool] = True
 
     more: tuple[Path, ...] = ()
+    #: The forms the run is rewritten between, where they are not the hunk's
+    #: own (another release's base form: `judge_definition`'s `forms`).
+    before: str | None = None
+    after: str | None = None
 
 
 def shared_line(nodes: Sequence[ast.stmt]) -> ast.stmt | None:
@@ -110,19 +114,34 @@ def difference(found: ast.AST, reference: str, whose: str = "0.27.1") -> str:
     return statements_difference([found], expected, whose, limit=120) or "its code"  # type: ignore[list-item]
 
 
-def judge_definition(source: Source, found: Found, hunk: Hunk, what: str) -> Judged:
-    """A whole function: 0.27.1's (pending), the fix's (applied), or drift."""
+def judge_definition(
+    source: Source,
+    found: Found,
+    hunk: Hunk,
+    what: str,
+    forms: Sequence[tuple[str, str, str]] = (),
+) -> Judged:
+    """A whole function: 0.27.1's (pending), the fix's (applied), or drift.
+
+    `forms` are other releases' (release, its function, the fix's form of
+    it): found as either, the site carries the pair for the writer. The
+    differences a drift names are against 0.27.1's and the hunk's."""
     assert hunk.before is not None
     shared = _one_line_each(source, [found], what)
     if shared is not None:
         return shared
-    site = Run(path=found.pinned())
-    if meaning(found.node) == meaning(hunk.after):
-        return applied(site)
-    if meaning(found.node) == meaning(hunk.before):
-        return pending(site)
+    found_meaning = meaning(found.node)
+    for release, before, after in [("vLLM 0.27.1", hunk.before, hunk.after), *forms]:
+        own = before == hunk.before
+        site = Run(path=found.pinned(), before=None if own else before,
+                   after=None if own else after)
+        if found_meaning == meaning(after):
+            return applied(site)
+        if found_meaning == meaning(before):
+            return pending(site)
+    others = "".join(f" or {release}" for release, _, _ in forms)
     return drift(
-        f"{what} as vLLM 0.27.1 has it, or as the fix leaves it",
+        f"{what} as vLLM 0.27.1{others} has it, or as the fix leaves it",
         f"another one: against 0.27.1's, {difference(found.node, hunk.before)}; "
         f"against the fix's, {difference(found.node, hunk.after, 'the fix')}",
     )

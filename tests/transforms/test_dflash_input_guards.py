@@ -92,6 +92,23 @@ HARDENING = (
     ),
 )
 APPLIED = swapped(PENDING, *HARDENING)
+# vLLM 0.26.0's kernel, read off its wheel: 0.27.1's without the request's
+# temperature and seed copied in the kernel (0.26.0 copies them on the host).
+COPY = (
+    "        # Copy sampling state.\n"
+    "        tl.store(\n"
+    "            out_temperature_ptr + req_state_idx,\n"
+    "            tl.load(temperature_ptr + req_state_idx),\n"
+    "        )\n"
+    "        tl.store(out_seeds_ptr + req_state_idx, tl.load(seeds_ptr + req_state_idx))\n"
+)
+WITHOUT_THE_COPY = (
+    ("    out_temperature_ptr,\n    out_seeds_ptr,\n", ""),
+    ("    # Sampling params\n    temperature_ptr,\n    seeds_ptr,\n", ""),
+    (COPY, ""),
+)
+PENDING_0_26 = swapped(PENDING, *WITHOUT_THE_COPY)
+APPLIED_0_26 = swapped(PENDING_0_26, *HARDENING)
 NAME = HUNK.name
 SLOT = "    ctx_slot = ctx_block_id * block_size + (ctx_pos % block_size)\n"
 CTX_POS = "    ctx_pos = tl.load(target_positions_ptr + ctx_pos_idx, mask=is_ctx, other=0)\n"
@@ -172,6 +189,10 @@ DRIFT = {
     ),
     "no kernel": swap(PENDING, "def _prepare_dflash_inputs_kernel(", "def _prepare_inputs_kernel("),
     "the kernel defined twice": PENDING + "\n\n" + HUNK.before,
+    "0.26.0's kernel that still copies the temperature": swap(
+        PENDING_0_26, "    max_model_len,\n", "    max_model_len,\n    temperature_ptr,\n"
+    ),
+    "0.27.1's parameters without the copy": swap(PENDING, COPY, ""),
     "two statements on one line": swap(
         PENDING,
         "    ctx_start = tl.load(target_query_start_loc_ptr + req_idx)\n"
@@ -188,7 +209,11 @@ def test_the_expected_hardening_has_0_27_1s_meaning_until_applied() -> None:
     assert verdicts(DFlashInputGuards, APPLIED) == {NAME: State.APPLIED}
 
 
-PATCHED = {"the kernel is hardened": (PENDING, APPLIED), **COSMETIC}
+PATCHED = {
+    "the kernel is hardened": (PENDING, APPLIED),
+    "0.26.0's kernel is hardened alike": (PENDING_0_26, APPLIED_0_26),
+    **COSMETIC,
+}
 
 
 @pytest.mark.parametrize("before,after", PATCHED.values(), ids=PATCHED.keys())
@@ -232,8 +257,8 @@ def test_a_kernel_that_is_neither_is_refused_both_ways(source: str) -> None:
 @pytest.mark.parametrize(
     "name,words",
     [
-        ("seq_lens clamped one short", ["as vLLM 0.27.1 has it, or as the fix leaves it",
-                                        "max_model_len - 1"]),
+        ("seq_lens clamped one short", ["as vLLM 0.27.1 or vLLM 0.26.0 has it, or as the "
+                                        "fix leaves it", "max_model_len - 1"]),
         ("a context-parallel argument (vLLM 0.29.0)", ["its signature adds `cp_rank`"]),
         ("two statements on one line", ["on a line of its own", "split it"]),
         ("no kernel", ["one module-level function _prepare_dflash_inputs_kernel", "none"]),

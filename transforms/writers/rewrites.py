@@ -47,12 +47,19 @@ class StatementRunWriter(Writer):
     reverse."""
 
     def forward(self, tree: cst.Module, hunk: Hunk, site: Site) -> cst.Module:
-        assert hunk.before is not None
-        return rewritten_run(self, tree, site, hunk.before, hunk.after)
+        return rewritten_run(self, tree, site, *_forms(hunk, site))
 
     def backward(self, tree: cst.Module, hunk: Hunk, site: Site) -> cst.Module:
-        assert hunk.before is not None
-        return rewritten_run(self, tree, site, hunk.after, hunk.before)
+        return rewritten_run(self, tree, site, *reversed(_forms(hunk, site)))
+
+
+def _forms(hunk: Hunk, site: Site) -> tuple[str, str]:
+    """(the base form, the fix's): the hunk's, or the other release's the
+    judge found (`Run.before`, `Run.after`)."""
+    before = getattr(site, "before", None) or hunk.before
+    after = getattr(site, "after", None) or hunk.after
+    assert before is not None
+    return before, after
 
 
 def rewritten_run(
