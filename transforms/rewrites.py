@@ -131,10 +131,11 @@ def judge_definition(
     if shared is not None:
         return shared
     found_meaning = meaning(found.node)
-    for release, before, after in [("vLLM 0.27.1", hunk.before, hunk.after), *forms]:
-        own = before == hunk.before
-        site = Run(path=found.pinned(), before=None if own else before,
-                   after=None if own else after)
+    candidates = [(Run(path=found.pinned()), hunk.before, hunk.after)] + [
+        (Run(path=found.pinned(), before=before, after=after), before, after)
+        for _, before, after in forms
+    ]
+    for site, before, after in candidates:
         if found_meaning == meaning(after):
             return applied(site)
         if found_meaning == meaning(before):
