@@ -81,7 +81,6 @@ def test_a_release_that_ships_dflash2_but_lost_its_modules_is_told_to_reinstall(
     assert snapshot(site) == before
 
 
-
 @pytest.fixture(scope="module")
 def release_0_26_0(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     """0.26.0's site, and each edit's state there by `check --force`."""

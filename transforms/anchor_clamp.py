@@ -55,7 +55,8 @@ ANCHOR = "_get_dflash_fc_input_size"
 #: itself, and the function after `ANCHOR`'s place in 0.27.x is the anchor.
 #: The assignment is asked for, so that a fork that renamed `ANCHOR` is
 #: drift, not patched at another place.
-INLINE_ANCHOR, INLINE_MODEL, INLINE_WIDTH = "_resolve_layer_attention", "DFlashQwen3Model", "fc_input_size"
+INLINE_ANCHOR = "_resolve_layer_attention"
+INLINE_MODEL, INLINE_WIDTH = "DFlashQwen3Model", "fc_input_size"
 #: Module-level names the new function reads.
 NEEDS = ("torch",)
 FUNCTION = '''\
@@ -93,8 +94,9 @@ def judge(source: Source) -> dict[str, Judged]:
     if existing:
         first, *more = (f.pinned() for f in existing)
         return {HUNK.name: applied(Functions(path=first, more=tuple(more)))}
-    anchor = ANCHOR if source.module.defs(ANCHOR) or not _width_inline(source) else INLINE_ANCHOR
-    anchors = source.module.defs(anchor)
+    anchor, anchors = ANCHOR, source.module.defs(ANCHOR)
+    if not anchors and _width_inline(source):
+        anchor, anchors = INLINE_ANCHOR, source.module.defs(INLINE_ANCHOR)
     problems = []
     if len(anchors) != 1:
         problems.append(

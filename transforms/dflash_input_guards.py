@@ -35,7 +35,7 @@ and lines the hardening did not touch stay as they were.
 from __future__ import annotations
 
 from .edit import Edit, Fix, Hunk, Judged, Role, exactly_one
-from .rewrites import judge_definition
+from .rewrites import changed, judge_definition
 from .source import Source
 
 KERNEL = "_prepare_dflash_inputs_kernel"
@@ -261,44 +261,31 @@ HARDENING = (
 )
 
 
-def _hardened(kernel: str) -> str:
-    for old, new in HARDENING:
-        assert kernel.count(old) == 1, old
-        kernel = kernel.replace(old, new)
-    return kernel
-
-
 #: What vLLM 0.27.0 added to the kernel: the request's temperature and seed
 #: copied into the draft's (0.26.0 copies them on the host, before the launch).
 SAMPLING_STATE_COPY = (
-    "    out_temperature_ptr,\n    out_seeds_ptr,\n",
-    "    # Sampling params\n    temperature_ptr,\n    seeds_ptr,\n",
-    "        # Copy sampling state.\n"
-    "        tl.store(\n"
-    "            out_temperature_ptr + req_state_idx,\n"
-    "            tl.load(temperature_ptr + req_state_idx),\n"
-    "        )\n"
-    "        tl.store(out_seeds_ptr + req_state_idx, tl.load(seeds_ptr + req_state_idx))\n",
+    ("    out_temperature_ptr,\n    out_seeds_ptr,\n", ""),
+    ("    # Sampling params\n    temperature_ptr,\n    seeds_ptr,\n", ""),
+    (
+        "        # Copy sampling state.\n"
+        "        tl.store(\n"
+        "            out_temperature_ptr + req_state_idx,\n"
+        "            tl.load(temperature_ptr + req_state_idx),\n"
+        "        )\n"
+        "        tl.store(out_seeds_ptr + req_state_idx, tl.load(seeds_ptr + req_state_idx))\n",
+        "",
+    ),
 )
-
-
-def _without_sampling_state_copy(kernel: str) -> str:
-    for lines in SAMPLING_STATE_COPY:
-        assert kernel.count(lines) == 1, lines
-        kernel = kernel.replace(lines, "")
-    return kernel
-
-
 #: 0.26.0's kernel: 0.27.1's without that copy. The hardening touches none
 #: of those lines, and prevents the same there.
-KERNEL_0260 = _without_sampling_state_copy(KERNEL_0271)
-FORMS = [("vLLM 0.26.0", KERNEL_0260, _hardened(KERNEL_0260))]
+KERNEL_0260 = changed(KERNEL_0271, *SAMPLING_STATE_COPY)
+FORMS = [("vLLM 0.26.0", KERNEL_0260, changed(KERNEL_0260, *HARDENING))]
 
 HUNK = Hunk(
     "hardened prepare-inputs kernel",
     f"module level, `@triton.jit def {KERNEL}`",
     KERNEL_0271,
-    _hardened(KERNEL_0271),
+    changed(KERNEL_0271, *HARDENING),
     "Only accepted context rows are context, a row in the null block (block 0, "
     "where a sliding-window table keeps evicted blocks) writes no draft KV, and "
     "seq_lens stays within max_model_len, as in vLLM 0.28.0.",

@@ -60,7 +60,7 @@ import textwrap
 from .edit import Edit, Fix, Hunk, Judged, Role, drift, exactly_one
 from .judging import kept_while_used
 from .names import Readers, binders
-from .rewrites import Run, judge_definition, judge_run
+from .rewrites import Run, changed, judge_definition, judge_run
 from .source import Found, Source
 from .vocabulary import State
 
@@ -301,14 +301,7 @@ draft_sampled_i = gumbel_sample(
 """
 
 
-def _changed(code: str, *changes: tuple[str, str]) -> str:
-    for old, new in changes:
-        assert code.count(old) == 1, old
-        code = code.replace(old, new)
-    return code
-
-
-BLOCK_ARGMAX_FIXED = _changed(
+BLOCK_ARGMAX_FIXED = changed(
     BLOCK_ARGMAX_0271,
     (
         "    PER_TOKEN_COL: tl.constexpr = False,\n):",
@@ -322,7 +315,7 @@ BLOCK_ARGMAX_FIXED = _changed(
         f"            pos = pos + {SALT}\n",
     ),
 )
-SAMPLE_KERNEL_FIXED = _changed(
+SAMPLE_KERNEL_FIXED = changed(
     SAMPLE_KERNEL_0271,
     (
         "    PER_TOKEN_COL: tl.constexpr,\n):",
@@ -333,7 +326,7 @@ SAMPLE_KERNEL_FIXED = _changed(
         "        PER_TOKEN_COL=PER_TOKEN_COL,\n        IS_DRAFTING=IS_DRAFTING,\n    )",
     ),
 )
-SAMPLE_FIXED = _changed(
+SAMPLE_FIXED = changed(
     SAMPLE_0271,
     (
         "    use_fp64: bool = False,\n) -> torch.Tensor:",
@@ -350,10 +343,10 @@ _DRAFTING = (
     "    # Noise of its own, not the stream verification resamples with.\n"
     "    is_drafting=True,\n",
 )
-SAMPLE_DRAFT_FIXED = _changed(
+SAMPLE_DRAFT_FIXED = changed(
     SAMPLE_DRAFT_0271, tuple(textwrap.indent(s, "    " * 2) for s in _DRAFTING)  # type: ignore[arg-type]
 )
-DSPARK_DRAW_FIXED = _changed(DSPARK_DRAW_0271, _DRAFTING)
+DSPARK_DRAW_FIXED = changed(DSPARK_DRAW_0271, _DRAFTING)
 
 _WHY = (
     "A draft's Gumbel noise is salted onto a stream of its own, as in vLLM "

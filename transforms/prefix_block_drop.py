@@ -47,7 +47,7 @@ import ast
 
 from .edit import Edit, Fix, Hunk, Judged, Role, drift, exactly_one
 from .names import attribute_setters
-from .rewrites import Run, judge_run
+from .rewrites import Run, changed, judge_run
 from .source import Found, Source
 from .vocabulary import State
 
@@ -94,11 +94,6 @@ if self.use_eagle:
 """
 
 
-def _fixed(code: str, old: str, new: str) -> str:
-    assert code.count(old) == 1, old
-    return code.replace(old, new)
-
-
 _WHY = (
     "A DFlash or DSpark draft keeps the last block of a prefix-cache hit, as "
     "in vLLM 0.33.0: its draft KV at a position depends on the target's "
@@ -122,14 +117,14 @@ MANAGER = Hunk(
     "KV cache manager",
     f"{SCHEDULER}.__init__, the `KVCacheManager(...)` it builds",
     MANAGER_0271,
-    _fixed(MANAGER_0271, "use_eagle=self.use_eagle,", f"use_eagle={FLAG},"),
+    changed(MANAGER_0271, ("use_eagle=self.use_eagle,", f"use_eagle={FLAG},")),
     _WHY,
 )
 BACK_OFF = Hunk(
     "Mamba checkpoint",
     f"{SCHEDULER}._mamba_block_aligned_split, the one-block back-off",
     BACK_OFF_0271,
-    _fixed(BACK_OFF_0271, "if self.use_eagle:", f"if {FLAG}:"),
+    changed(BACK_OFF_0271, ("if self.use_eagle:", f"if {FLAG}:")),
     _WHY,
 )
 

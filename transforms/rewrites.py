@@ -50,6 +50,17 @@ class Run(Site):
     after: str | None = None
 
 
+def changed(code: str, *changes: tuple[str, str]) -> str:
+    """Declared code derived from other declared code (the fix's form from
+    0.27.1's, another release's from 0.27.1's): each (old, new) made in
+    turn, each `old` there exactly once, so a reference that moves fails at
+    import rather than deriving something else."""
+    for old, new in changes:
+        assert code.count(old) == 1, old
+        code = code.replace(old, new)
+    return code
+
+
 def shared_line(nodes: Sequence[ast.stmt]) -> ast.stmt | None:
     """The first statement, in `nodes` or any block below them, that shares
     its line with a neighbour (`a; b`)."""
