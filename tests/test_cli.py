@@ -94,9 +94,9 @@ def _bad(site: Path, case: str) -> None:
     elif case == "file where the dflash2 package goes":
         (site / INSTALLED[1]).parent.parent.mkdir(parents=True, exist_ok=True)
         (site / INSTALLED[1]).parent.write_text("")
-    elif case == "not a 0.27 release":
+    elif case == "not a supported release":
         metadata = next(site.glob("vllm-*.dist-info")) / "METADATA"
-        metadata.write_text(metadata.read_text().replace("Version: 0.27.1", "Version: 0.26.0"))
+        metadata.write_text(metadata.read_text().replace("Version: 0.27.1", "Version: 0.25.1"))
     elif case == "no dist-info":
         shutil.rmtree(next(site.glob("vllm-*.dist-info")))
     elif case == "target not valid UTF-8":
@@ -124,7 +124,7 @@ BAD_INPUT = [
     "target missing",
     "directory where a module goes",
     "file where the dflash2 package goes",
-    "not a 0.27 release",
+    "not a supported release",
     "no dist-info",
     "target not valid UTF-8",
     "RECORD not valid UTF-8",
@@ -297,7 +297,7 @@ def test_diff_reads_a_file_in_the_encoding_its_coding_line_declares(site: Path) 
     assert '+    "DFlash2DraftModel": ("qwen3_dflash2", "DFlash2Qwen3ForCausalLM"),' in result.output
 
 
-@pytest.mark.parametrize("case", ["not a 0.27 release", "no dist-info"])
+@pytest.mark.parametrize("case", ["not a supported release", "no dist-info"])
 def test_force_patches_an_unknown_version_on_structure_alone(site: Path, case: str) -> None:
     _bad(site, case)
     assert invoke("apply", "--site-packages", str(site)).exit_code == 2

@@ -1,9 +1,11 @@
-"""vLLM 0.27.0 is supported as well as 0.27.1.
+"""vLLM 0.27.0 and 0.26.0 are supported as well as 0.27.1.
 
-Why that is safe: the two wheels' Python sources differ only in the version
-file and in a model DFlash2 does not touch, so every edit lands on the same
-bytes. The runtime tests in tests/runtime (not modules/) then run every
-probe on the patched and pristine 0.27.0 as on 0.27.1, `verify` included.
+Why that is safe for 0.27.0: the two wheels' Python sources differ only in
+the version file and in a model DFlash2 does not touch, so every edit lands
+on the same bytes. 0.26.0 differs where three edits land; each is written
+there in 0.26.0's form, checked here on the wheel's own files. The runtime
+tests in tests/runtime (not modules/) then run every probe on the patched
+and pristine releases, `verify` included.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import pytest
 from dflash2_backport.transforms.anchor_clamp import FUNCTION as ANCHOR_CLAMP_FUNCTION
 from dflash2_backport.transforms.writers.anchor_clamp import AnchorClamp
 from dflash2_backport.transforms.writers.dflash_input_guards import DFlashInputGuards
+from dflash2_backport.transforms.writers.draft_max_position import DraftPositions
 from tests.test_interpreter import tool
 from tests.transforms._cases import output
 from tests.trees import INSTALLED, TARGETS, make_site, snapshot
@@ -27,6 +30,7 @@ pytestmark = pytest.mark.wheels
 
 DFLASH = "vllm/model_executor/models/qwen3_dflash.py"
 DFLASH_SPECULATOR = "vllm/v1/worker/gpu/spec_decode/dflash/speculator.py"
+SPECULATIVE = "vllm/config/speculative.py"
 
 # Read off a comparison of the two wheels, and nothing the backport reads.
 DIFFERING_SOURCES = {
@@ -83,18 +87,61 @@ def test_a_release_that_ships_dflash2_but_lost_its_modules_is_told_to_reinstall(
 
 @pytest.fixture(scope="module")
 def release_0_26_0(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
-    """0.26.0's site, and each edit's state there by `check --force`."""
+    """0.26.0's site, and each edit's state there by `check`."""
     site = make_site("0.26.0", tmp_path_factory.mktemp("0.26.0") / "site")
-    checked = tool("check", "--force", "--json", "--site-packages", site)
+    checked = tool("check", "--json", "--site-packages", site)
+    assert checked.returncode == 1, checked.stdout + checked.stderr
     edits = json.loads(checked.stdout)["edits"]
     return site, {(e["edit"], e["file"]): e["state"] for e in edits}
 
 
-def test_on_0_26_0_every_edit_but_draft_max_position_finds_its_target(release_0_26_0) -> None:
+def test_on_0_26_0_every_edit_finds_its_target_without_force(release_0_26_0) -> None:
     _, states = release_0_26_0
-    assert {edit for (edit, _), state in states.items() if state != "pending"} == {
-        "draft-max-position"
-    }
+    assert set(states.values()) == {"pending"}
+
+
+@pytest.mark.parametrize("only_pr", [False, True], ids=["every edit", "only the PR's"])
+def test_0_26_0_is_applied_then_left_alone_then_reverted_to_the_wheels_bytes(
+    tmp_path: Path, only_pr: bool
+) -> None:
+    site = make_site("0.26.0", tmp_path / "site")
+    wheel = snapshot(site)
+    extra = ["--only-pr"] if only_pr else []
+    applied = tool("apply", *extra, "--site-packages", site)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert applied.stdout.splitlines()[0] == f"vLLM 0.26.0 at {site.resolve()}"
+    patched = snapshot(site)
+    assert all(p in patched and p not in wheel for p in INSTALLED)
+    assert tool("check", *extra, "--site-packages", site).returncode == 0
+    assert tool("apply", *extra, "--site-packages", site).returncode == 0
+    assert snapshot(site) == patched
+    reverted = tool("revert", "--site-packages", site)
+    assert reverted.returncode == 0, reverted.stdout + reverted.stderr
+    assert snapshot(site) == wheel
+
+
+def test_on_0_26_0_the_draft_is_raised_by_0_33_0s_helper_before_the_hf_config_wrap(
+    release_0_26_0,
+) -> None:
+    """0.26.0 raises no draft (0.27.0 added the helper and its EAGLE arm):
+    the helper goes in whole, before `_verify_and_get_draft_tp`, and the
+    DFlash arm right before the EAGLEConfig wrap; EAGLE is left alone."""
+    site, states = release_0_26_0
+    assert states["draft-max-position", SPECULATIVE] == "pending"
+    pristine = (site / SPECULATIVE).read_text()
+    patched = output(DraftPositions, pristine)
+    cls = next(n for n in ast.parse(patched).body if getattr(n, "name", "") == "SpeculativeConfig")
+    methods = [n.name for n in cls.body if isinstance(n, ast.FunctionDef)]
+    helper = methods.index("_maybe_override_draft_max_position_embeddings")
+    assert methods[helper + 1] == "_verify_and_get_draft_tp"
+    assert (
+        '                if self.method == "dflash":\n'
+        in patched.split("                # Replace hf_config for EAGLE draft_model\n")[0]
+    )
+    post_init = next(n for n in cls.body if getattr(n, "name", "") == "__post_init__")
+    tests = [ast.unparse(n.test) for n in ast.walk(post_init) if isinstance(n, ast.If)]
+    assert "self.method in ('eagle', 'eagle3')" not in tests
+    assert output(DraftPositions, patched, revert=True) == pristine
 
 
 def test_on_0_26_0_the_anchor_clamp_goes_before_the_function_that_follows_its_0_27_anchor(

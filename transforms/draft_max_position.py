@@ -49,6 +49,16 @@ whatever its RoPE type, and MTP, DSpark, Medusa and the rest are left as
 0.27.1 leaves them, so a patched 0.27.1 changes nothing for users of
 those. The log line of the raise stays 0.27.1's.
 
+vLLM 0.26.0 raises no draft at all: it has neither the helper nor the
+EAGLE arm (both came with 0.27.0). There the edit writes 0.33.0's helper
+whole, right before `_verify_and_get_draft_tp` (0.27.1's place), and the
+DFlash arm alone, right before the `if self.method in ("eagle", "eagle3",
+"dflash"):` that wraps the draft's hf_config (where it stands after the
+EAGLE arm in 0.27.1), so that it still runs on the draft's own config. EAGLE
+drafts stay as 0.26.0 leaves them. `draft_shares_target_positions` says an
+EAGLE draft shares the target's positions, which 0.26.0 does not make true;
+only the max_model_len cap reads it, and only for DFlash drafts.
+
 Reverted, each piece goes and the parameter and argument lists are written
 as they were.
 """
@@ -73,6 +83,7 @@ from .edit import (
 from .judging import method_before, other_version, statement_beside
 from .meaning import function_of, meaning, parsed, same_meaning
 from .names import Readers, module_bindings
+from .rewrites import changed
 from .source import Found, Path, Source
 from .vocabulary import State
 
@@ -155,6 +166,48 @@ DFLASH_ARM = (
 )
 ARGUMENT_SOURCE = f"{PARAMETER}=True"
 
+# -- vLLM 0.26.0's form: no helper and no EAGLE arm to change ------------------
+
+HELPER_ANCHOR_0260 = "_verify_and_get_draft_tp"
+WRAP_TEST = 'self.method in ("eagle", "eagle3", "dflash")'
+GUARD_0260 = changed(GUARD, (f"if not {PARAMETER} and not ", "if not "))
+HELPER_0260 = (
+    f"""\
+@staticmethod
+def {HELPER}(
+    draft_hf_config: PretrainedConfig,
+    target_max_model_len: int,
+) -> None:
+    \"\"\"Raise a draft's max_position_embeddings up to the target's
+    max_model_len where its RoPE only sizes the rotary cache.
+
+    The V2 DFlash speculator feeds the draft positions up to the target's
+    max_model_len, while max_position_embeddings sizes the draft's
+    cos_sin_cache: a smaller value makes that gather go out of bounds.
+    vLLM 0.33.0's helper; in this release only DFlash drafts call it.
+    \"\"\"
+    draft_max_position_embeddings = getattr(
+        draft_hf_config, "max_position_embeddings", None
+    )
+"""
+    + "".join(f"    {line}\n" for line in (EARLY_RETURN + GUARD_0260).splitlines())
+    + """\
+    logger.info(
+        "Overriding draft model max_position_embeddings from %d to the "
+        "target model's max_model_len (%d); the draft shares the target's "
+        "positional space.",
+        draft_max_position_embeddings,
+        target_max_model_len,
+    )
+    draft_hf_config.max_position_embeddings = target_max_model_len
+"""
+)
+DFLASH_ARM_0260 = changed(
+    DFLASH_ARM.lstrip("\n"),
+    ("positions too (#57941)", "positions (#57941)"),
+    (" EAGLE keeps 0.27.1's raise.", ""),
+)
+
 SHARES_SOURCE = f'''\
 def {SHARES}(self) -> bool:
     """Whether the draft's max_position_embeddings is raised to the target's
@@ -221,7 +274,9 @@ ROPE_HUNK = Hunk(
 )
 GUARD_HUNK = Hunk(
     "helper guard",
-    f"{CLASS}.{HELPER}: a last parameter, and a return right after its early one",
+    f"{CLASS}.{HELPER}: a last parameter, and a return right after its early one; "
+    f"on vLLM 0.26.0, which has no such helper, the whole of 0.33.0's, right before "
+    f"{HELPER_ANCHOR_0260}",
     EARLY_RETURN,
     EARLY_RETURN + GUARD,
     _WHY,
@@ -229,7 +284,8 @@ GUARD_HUNK = Hunk(
 ARMS_HUNK = Hunk(
     "dflash arm",
     f"{CLASS}.__post_init__, the `if {EAGLE_TEST}:` arm that calls {HELPER}, "
-    "and right after it",
+    "and right after it; on vLLM 0.26.0, which has no such arm, the DFlash arm "
+    f"alone, right before the `if {WRAP_TEST}:` that wraps the draft's hf_config",
     EAGLE_ARM,
     EAGLE_ARM_AFTER + DFLASH_ARM,
     _WHY,
@@ -275,6 +331,12 @@ class Guarded(Site):
 
 
 @dataclasses.dataclass(kw_only=True, eq=False)
+class Inserted(Site):
+    """vLLM 0.26.0's form: the whole statement (the helper, or the DFlash
+    arm) goes in right before `path` (pending), or is `path` (applied)."""
+
+
+@dataclasses.dataclass(kw_only=True, eq=False)
 class Arms(Site):
     """The EAGLE arm; applied, also the DFlash arm after it."""
 
@@ -288,10 +350,14 @@ def judge_speculative(source: Source) -> dict[str, Judged]:
     cls = exactly_one(source.module.classes(CLASS), f"one module-level class {CLASS}")
     if isinstance(cls, Judged):
         return {h.name: cls for h in DRAFT_POSITIONS.hunks}
+    if _in_0260_form(cls):
+        guard, arms = _helper_0260(cls), _arm_0260(source, cls)
+    else:
+        guard, arms = _guard(cls), _arms(source, cls)
     return {
         ROPE_HUNK.name: _rope(source, cls),
-        GUARD_HUNK.name: _guard(cls),
-        ARMS_HUNK.name: _arms(source, cls),
+        GUARD_HUNK.name: guard,
+        ARMS_HUNK.name: arms,
         SHARES_HUNK.name: method_before(
             cls,
             SHARES_SOURCE,
@@ -331,12 +397,67 @@ def _rope(source: Source, cls: Found) -> Judged:
     return pending(Helpers(path=cls.pinned()))
 
 
+def _is_eagle_arm(statement: ast.stmt) -> bool:
+    return isinstance(statement, ast.If) and same_meaning(statement.test, EAGLE_TEST)
+
+
+def _in_0260_form(cls: Found) -> bool:
+    """vLLM 0.26.0 raises no draft: it has neither the helper nor an EAGLE
+    arm. The helper the backport writes there marks it patched."""
+    helpers = cls.defs(HELPER)
+    if any(p.walk(_is_eagle_arm) for p in cls.defs("__post_init__")):
+        return False
+    return not helpers or (len(helpers) == 1 and same_meaning(helpers[0].node, HELPER_0260))
+
+
+def _helper_0260(cls: Found) -> Judged:
+    judged = method_before(
+        cls,
+        HELPER_0260,
+        HELPER_ANCHOR_0260,
+        expected=f"{CLASS}.{HELPER} as the backport writes it for vLLM 0.26.0",
+        remedy="remove or rename it",
+    )
+    if judged.site is None:
+        return judged
+    return judged._replace(site=Inserted(path=judged.site.path))
+
+
+def _arm_0260(source: Source, cls: Found) -> Judged:
+    post_init = exactly_one(cls.defs("__post_init__"), f"one method {CLASS}.__post_init__")
+    if isinstance(post_init, Judged):
+        return post_init
+    wrap = exactly_one(
+        post_init.walk(lambda s: isinstance(s, ast.If) and same_meaning(s.test, WRAP_TEST)),
+        f"one `if {WRAP_TEST}:` in {CLASS}.__post_init__ (it wraps the draft's hf_config)",
+    )
+    if isinstance(wrap, Judged):
+        return wrap
+    ours = post_init.walk(lambda s: same_meaning(s, DFLASH_ARM_0260))
+    if not ours:
+        return pending(Inserted(path=wrap.pinned()))
+    index = wrap.path[-1].index
+    previous = source.at(wrap.path[:-1]).statements(wrap.path[-1].field)[index - 1] if index else None
+    if len(ours) == 1 and previous is not None and ours[0].path == previous.path:
+        return applied(Inserted(path=previous.pinned()))
+    return drift(
+        f'the backport\'s `if self.method == "dflash":` arm right before `if {WRAP_TEST}:`, '
+        "so that it runs on the draft's own hf_config",
+        f"{len(ours)} of them" if len(ours) > 1 else "it elsewhere",
+    )
+
+
 def _guard(cls: Found) -> Judged:
     helper = exactly_one(cls.defs(HELPER), f"one method {CLASS}.{HELPER}")
     if isinstance(helper, Judged):
         return helper
     node = helper.node
     assert isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    if same_meaning(node, HELPER_0260):
+        return drift(
+            f"{CLASS}.{HELPER} as vLLM 0.27.1 has it, or as the backport changes it there",
+            "the one the backport writes for vLLM 0.26.0, beside an EAGLE arm that 0.26.0 lacks",
+        )
     guard = statement_beside(
         helper,
         lambda s: same_meaning(s, EARLY_RETURN),
@@ -373,8 +494,9 @@ def _arms(source: Source, cls: Found) -> Judged:
     )
     if len(arms) != 1:
         return drift(
-            f"one `if {EAGLE_TEST}:` arm in {CLASS}.__post_init__",
-            f"{len(arms)} of them" if arms else "none",
+            f"one `if {EAGLE_TEST}:` arm in {CLASS}.__post_init__ as in vLLM 0.27.1, "
+            f"or neither it nor {HELPER} as in vLLM 0.26.0",
+            f"{len(arms)} of them" if arms else f"none, and a {HELPER}",
         )
     (arm,) = arms
     siblings = source.at(arm.path[:-1]).statements(arm.path[-1].field)
@@ -412,6 +534,8 @@ def before_undo(source: Source, to_undo: dict[str, Judged]) -> dict[str, Judged]
     for cls in source.module.classes(CLASS):
         leaving += [m.node for m in cls.defs(SHARES)]
         for helper in cls.defs(HELPER):
+            if same_meaning(helper.node, HELPER_0260):
+                leaving.append(helper.node)
             leaving += [g.node for g in helper.walk(lambda s: same_meaning(s, GUARD))]
     readers = Readers(source)
     reads = [

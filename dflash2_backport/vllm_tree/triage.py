@@ -27,7 +27,8 @@ from .installer import upstream_ships_dflash2
 from .locate import Found, ask, editable_source
 from .record import dist_info
 
-SUPPORTED_SERIES = (0, 27)
+#: The releases whose code the edits are written for, each in its own form.
+SUPPORTED_SERIES = ((0, 26), (0, 27))
 FIRST_UPSTREAM = (0, 28, 0)
 
 
@@ -212,7 +213,7 @@ def release(version: str) -> tuple[int, ...] | None:
 class Triage(enum.Enum):
     """What to do with a target before any edit is looked at."""
 
-    PATCH = "patch"  # a 0.27 release or a source tree: judge the edits
+    PATCH = "patch"  # a 0.26 or 0.27 release, or a source tree: judge the edits
     UPSTREAM_SHIPS = "upstream-ships"  # upstream's own DFlash2: nothing to do
     REFUSE = "refuse"  # the tool will not touch this target
 
@@ -242,7 +243,7 @@ def triage(target: Target, force: bool) -> Verdict:
             "checks alone",
         )
     parsed = release(target.version)
-    if parsed is not None and parsed[:2] == SUPPORTED_SERIES:
+    if parsed is not None and parsed[:2] in SUPPORTED_SERIES:
         return Verdict(Triage.PATCH)
     if parsed is not None and parsed >= FIRST_UPSTREAM:
         return Verdict(
@@ -252,6 +253,6 @@ def triage(target: Target, force: bool) -> Verdict:
         )
     return Verdict(
         Triage.REFUSE,
-        f"{target.root}: vLLM {target.version} is not a 0.27.x release; "
+        f"{target.root}: vLLM {target.version} is not a 0.26.x or 0.27.x release; "
         "pass --force to rely on the structural checks alone",
     )

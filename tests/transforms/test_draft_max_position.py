@@ -23,6 +23,7 @@ from ._cases import (
     assert_left_alone,
     assert_patched,
     assert_reverted_exactly,
+    case,
     crlf,
     output,
     refusal,
@@ -440,6 +441,180 @@ def test_the_rope_helpers_other_code_reads_are_not_removed() -> None:
 def test_a_crlf_file_is_patched_and_reverted_byte_for_byte() -> None:
     assert output(DraftPositions, crlf(PENDING)) == crlf(APPLIED)
     assert output(DraftPositions, crlf(APPLIED), revert=True) == crlf(PENDING)
+
+
+# -- config/speculative.py as vLLM 0.26.0 has it: no helper, no EAGLE arm -------
+
+CLASS_0260 = '''
+
+@config
+class SpeculativeConfig:
+    """Configuration for speculative decoding."""
+
+    method: str | None = None
+
+    def __post_init__(self):
+        if self.model is not None:
+            if self.draft_model_config is not None:
+                if self.method == "medusa":
+                    pass
+
+                # Replace hf_config for EAGLE draft_model
+                if self.method in ("eagle", "eagle3", "dflash"):
+                    self.update_arch_()
+
+    @staticmethod
+    def _maybe_override_draft_max_model_len(
+        draft_max_model_len: int,
+        target_max_model_len: int,
+    ) -> int:
+        return min(draft_max_model_len, target_max_model_len)
+
+    @staticmethod
+    def _verify_and_get_draft_tp(
+        target_parallel_config: ParallelConfig,
+    ) -> int:
+        return 1
+
+    def use_dflash(self) -> bool:
+        return self.method == "dflash"
+'''
+ARM_0260 = """\
+                if self.method == "dflash":
+                    # A DFlash draft shares the target's positions (#57941). As in
+                    # 0.33.0, it is raised only where its RoPE types just size the cache;
+                    # VllmConfig caps max_model_len otherwise.
+                    SpeculativeConfig._maybe_override_draft_max_position_embeddings(
+                        self.draft_model_config.hf_config,
+                        self.target_model_config.max_model_len,
+                    )
+
+"""
+HELPER_0260 = '''\
+    @staticmethod
+    def _maybe_override_draft_max_position_embeddings(
+        draft_hf_config: PretrainedConfig,
+        target_max_model_len: int,
+    ) -> None:
+        """Raise a draft's max_position_embeddings up to the target's
+        max_model_len where its RoPE only sizes the rotary cache.
+
+        The V2 DFlash speculator feeds the draft positions up to the target's
+        max_model_len, while max_position_embeddings sizes the draft's
+        cos_sin_cache: a smaller value makes that gather go out of bounds.
+        vLLM 0.33.0's helper; in this release only DFlash drafts call it.
+        """
+        draft_max_position_embeddings = getattr(
+            draft_hf_config, "max_position_embeddings", None
+        )
+        if (
+            draft_max_position_embeddings is None
+            or draft_max_position_embeddings >= target_max_model_len
+        ):
+            return
+        if not _rope_only_sizes_cache(draft_hf_config):
+            # The draft's RoPE reads max_position_embeddings for more than the size
+            # of its cache, so raising it would change the draft; VllmConfig limits
+            # max_model_len to the draft's instead.
+            return
+        logger.info(
+            "Overriding draft model max_position_embeddings from %d to the "
+            "target model's max_model_len (%d); the draft shares the target's "
+            "positional space.",
+            draft_max_position_embeddings,
+            target_max_model_len,
+        )
+        draft_hf_config.max_position_embeddings = target_max_model_len
+
+'''
+WRAP = "                # Replace hf_config for EAGLE draft_model\n"
+TP = "    @staticmethod\n    def _verify_and_get_draft_tp("
+PENDING_0260 = HEADER + CLASS_0260
+APPLIED_0260 = HEADER + ROPE + swapped(
+    CLASS_0260,
+    (WRAP, ARM_0260 + WRAP),
+    (TP, HELPER_0260 + TP),
+    ("    def use_dflash(self) -> bool:\n", SHARES),
+)
+#: One half of 0.26.0's form applied, the other not: apply completes it.
+HALF_APPLIED_0260 = {
+    "the helper without the arm": swap(APPLIED_0260, ARM_0260, ""),
+    "the arm without the helper": swap(APPLIED_0260, HELPER_0260, ""),
+}
+SEMANTIC_0260 = {
+    "the 0.26.0 helper beside an EAGLE arm": swap(
+        swap(APPLIED_0260, ARM_0260, ""),
+        WRAP,
+        '                if self.method in ("eagle", "eagle3"):\n'
+        "                    SpeculativeConfig._maybe_override_draft_max_position_embeddings(\n"
+        "                        self.draft_model_config.hf_config,\n"
+        "                        self.target_model_config.max_model_len,\n"
+        "                    )\n\n" + WRAP,
+    ),
+    "the DFlash arm after the wrap, on an EAGLEConfig": swapped(
+        APPLIED_0260,
+        (ARM_0260, ""),
+        ("                    self.update_arch_()\n",
+         "                    self.update_arch_()\n\n" + ARM_0260.rstrip("\n") + "\n"),
+    ),
+    "the 0.26.0 helper raises whatever the RoPE": swap(
+        APPLIED_0260,
+        "        if not _rope_only_sizes_cache(draft_hf_config):\n"
+        "            # The draft's RoPE reads max_position_embeddings for more than the size\n"
+        "            # of its cache, so raising it would change the draft; VllmConfig limits\n"
+        "            # max_model_len to the draft's instead.\n"
+        "            return\n",
+        "",
+    ),
+    "no wrap of the draft's hf_config": swap(
+        PENDING_0260, 'if self.method in ("eagle", "eagle3", "dflash"):', 'if self.method == "eagle":'
+    ),
+    "no _verify_and_get_draft_tp to put the helper before": swap(
+        PENDING_0260, "def _verify_and_get_draft_tp(", "def _draft_tp("
+    ),
+}
+
+
+def test_0_26_0_without_helper_or_eagle_arm_gets_the_whole_helper_and_the_dflash_arm() -> None:
+    assert_patched(DraftPositions, PENDING_0260, APPLIED_0260)
+    assert set(verdicts(DraftPositions, PENDING_0260).values()) == {State.PENDING}
+    assert set(verdicts(DraftPositions, APPLIED_0260).values()) == {State.APPLIED}
+
+
+def test_0_26_0_patched_is_reverted_byte_for_byte_in_crlf_too() -> None:
+    assert output(DraftPositions, crlf(PENDING_0260)) == crlf(APPLIED_0260)
+    assert output(DraftPositions, crlf(APPLIED_0260), revert=True) == crlf(PENDING_0260)
+
+
+@pytest.mark.parametrize("source", HALF_APPLIED_0260.values(), ids=HALF_APPLIED_0260)
+def test_0_26_0_half_applied_is_completed_and_reverted_whole(source: str) -> None:
+    case(DraftPositions).assertCodemod(source, APPLIED_0260)
+    assert_reverted_exactly(DraftPositions, source, PENDING_0260)
+
+
+def test_0_26_0_helper_and_arm_written_another_way_count_as_applied() -> None:
+    reworded = swapped(
+        APPLIED_0260,
+        ('                if self.method == "dflash":', "                if self.method == 'dflash':"),
+        ("        vLLM 0.33.0's helper; in this release only DFlash drafts call it.\n", ""),
+        ("            # max_model_len to the draft's instead.\n", ""),
+    )
+    assert_applied_and_reverted_exactly(DraftPositions, reworded, PENDING_0260)
+
+
+@pytest.mark.parametrize("source", SEMANTIC_0260.values(), ids=SEMANTIC_0260)
+def test_semantic_variants_of_0_26_0_are_refused(source: str) -> None:
+    refused = refusal(DraftPositions, source)
+    assert refused.edit == "draft-max-position"
+    assert {h.hunk for h in refused.drifted} <= {GUARD_HUNK.name, ARMS_HUNK.name}
+
+
+def test_the_rope_helpers_the_0_26_0_helper_reads_go_with_it() -> None:
+    source = APPLIED_0260.replace(HELPER_0260, "")
+    assert set(verdicts(DraftPositions, source, revert=True).values()) >= {State.APPLIED}
+    kept = source + "\n\ndef rope_is_plain(config):\n    return _rope_only_sizes_cache(config)\n"
+    (drifted,) = revert_refusal(DraftPositions, kept).drifted
+    assert drifted.hunk == ROPE_HUNK.name
 
 
 # -- config/vllm.py -----------------------------------------------------------------

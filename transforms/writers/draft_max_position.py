@@ -2,7 +2,8 @@
 cap: the RoPE helpers before `SpeculativeConfig`, the helper's parameter and
 guard, the DFlash arm after the EAGLE one (whose call gains the argument),
 and the methods and the call; backwards, each goes again and the parameter
-and argument lists are written as they were."""
+and argument lists are written as they were. In vLLM 0.26.0's form the
+helper and the DFlash arm go in whole, and come out whole."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ from ..draft_max_position import (
     ARGUMENT_SOURCE,
     ARMS_HUNK,
     DFLASH_ARM,
+    DFLASH_ARM_0260,
     DRAFT_POSITIONS,
     GUARD,
     GUARD_HUNK,
     HELPER,
+    HELPER_0260,
     LIMIT_CALL_HUNK,
     LIMIT_HUNK,
     MAX_MODEL_LEN_CAP,
@@ -27,6 +30,7 @@ from ..draft_max_position import (
     Arms,
     Guarded,
     Helpers,
+    Inserted,
 )
 from ..edit import Hunk, Site
 from .placement import appended, placed_before, removed, without_last
@@ -70,6 +74,10 @@ class DraftPositions(Writer):
             # header rather than the constant's.
             new = [self.statement(ROPE_TYPES_SOURCE), self.statement("\n\n" + ROPE_CHECK_SOURCE)]
             return anchor.replaced(*placed_before(anchor.statement, new, blank_lines=2))
+        if isinstance(site, Inserted):
+            assert hunk in (GUARD_HUNK, ARMS_HUNK)
+            new = self.member(HELPER_0260) if hunk is GUARD_HUNK else self.statement(DFLASH_ARM_0260)
+            return anchor.replaced(*placed_before(anchor.statement, [new]))
         if hunk is GUARD_HUNK:
             assert isinstance(site, Guarded)
             tree = anchor.replaced(anchor.statement, self.statement(GUARD))
@@ -103,6 +111,8 @@ class DraftPositions(Writer):
             assert isinstance(site, Helpers) and site.function is not None
             doomed = [found.statement, locate(tree, site.function).statement]
             return tree.with_changes(body=removed(tree.body, doomed))
+        if isinstance(site, Inserted):
+            return found.with_siblings(removed(found.siblings, [found.statement]))
         if hunk is GUARD_HUNK:
             assert isinstance(site, Guarded)
             tree = found.replaced()
