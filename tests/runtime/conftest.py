@@ -3,7 +3,7 @@
 Venvs (env.py; the first use builds them, about two minutes, later pytest runs
 reuse them): `pristine_python` / `patched_python` are the 0.27.1 interpreters,
 `pristine_venv` / `patched_venv` their directories, `venvs` both interpreters
-by name, parametrized over every supported release (0.27.1, 0.27.0).
+by name, parametrized over every supported release (0.27.1, 0.27.0, 0.26.0).
 
 Snippets: `run_snippet(python, code, args=[...], timeout=...)` runs `code` in a
 process of its own of that venv's interpreter and returns what the code
@@ -22,11 +22,13 @@ build's, kept across runs (harness.MODELINFOS).
 
 `edit_set_pythons`: 0.27.1 pristine, patched by `apply --only-pr` and by
 `apply`, as the interpreters of testkit venvs over them (pytest and
-compressed-tensors added).
+compressed-tensors added), and the same of 0.26.0 (`edit_set_release` says
+which); `edit_sets_of(version)` the same for any release.
 
 `versioned_venvs(version, torch="cpu")`: {"pristine": venv, "patched": venv}
-for any vLLM release in env.VLLM_VERSIONS (0.27.1 and 0.27.0), on torch's CPU
-build; with torch="cuda", on its CUDA build (env.CUDA_VLLM_VERSIONS).
+for any vLLM release in env.VLLM_VERSIONS (0.27.1, 0.27.0, 0.26.0), on torch's CPU
+build (0.26.0 on the CUDA build, the only one of its torch on PyPI); with
+torch="cuda", on its CUDA build (env.CUDA_VLLM_VERSIONS).
 
 Every test under this directory is marked `runtime`.
 """
@@ -81,19 +83,40 @@ def versioned_venvs(base_venv):
 
 
 @pytest.fixture(scope="session")
-def edit_set_pythons(base_venv) -> dict[str, Path]:
-    """0.27.1 three ways, by name: "pristine", "only-pr" (patched by `apply
-    --only-pr`) and "patched" (by `apply`); each the interpreter of its
-    testkit venv, which adds pytest and compressed-tensors (env.testkit_env)."""
-    venvs = {
-        "pristine": runtime_env.pristine_env(),
-        "only-pr": runtime_env.patched_env(only_pr=True),
-        "patched": runtime_env.patched_env(),
-    }
-    return {
-        name: runtime_env.venv_python(runtime_env.testkit_env(venv))
-        for name, venv in venvs.items()
-    }
+def edit_sets_of():
+    """edit_sets_of(version): that release three ways, by name: "pristine",
+    "only-pr" (patched by `apply --only-pr`) and "patched" (by `apply`); each
+    the interpreter of its testkit venv, which adds pytest and
+    compressed-tensors (env.testkit_env)."""
+    built: dict[str, dict[str, Path]] = {}
+
+    def pythons(version: str) -> dict[str, Path]:
+        if version not in built:
+            venvs = {
+                "pristine": runtime_env.pristine_env(version),
+                "only-pr": runtime_env.patched_env(version, only_pr=True),
+                "patched": runtime_env.patched_env(version),
+            }
+            built[version] = {
+                name: runtime_env.venv_python(runtime_env.testkit_env(venv))
+                for name, venv in venvs.items()
+            }
+        return built[version]
+
+    return pythons
+
+
+@pytest.fixture(scope="session", params=runtime_env.EDIT_SET_VERSIONS)
+def edit_set_release(request) -> str:
+    """Each release whose edits take a form of their own (0.27.0's targets
+    are 0.27.1's bytes), for the tests of `edit_set_pythons`."""
+    return request.param
+
+
+@pytest.fixture(scope="session")
+def edit_set_pythons(base_venv, edit_sets_of, edit_set_release) -> dict[str, Path]:
+    """edit_sets_of(edit_set_release)."""
+    return edit_sets_of(edit_set_release)
 
 
 @pytest.fixture(scope="session")

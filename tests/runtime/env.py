@@ -1,10 +1,12 @@
-"""Virtual environments with real vLLM 0.27.x for the runtime tests.
+"""Virtual environments with real vLLM 0.27.x and 0.26.0 for the runtime tests.
 
-Per vLLM version (0.27.1, and 0.27.0, which the tool supports too), these
-venvs live under CACHE/runtime:
+Per vLLM version (0.27.1, and 0.27.0 and 0.26.0, which the tool supports
+too), these venvs live under CACHE/runtime:
 
 * base: torch, triton and the pinned imports vLLM needs (constraints.txt).
-  About 2.5 GB, so it is built once per constraints hash and shared.
+  About 2.5 GB, so it is built once per constraints hash and shared. A
+  release that pins another torch (0.26.0: 2.11.0) gets a base of its own,
+  with that torch and the pins of RELEASE_PINS.
 * pristine: sees base through a .pth file and holds vLLM 0.27.1 as the wheel
   installs it.
 * patched: the same, plus this project installed from the checkout and its
@@ -45,6 +47,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -58,7 +61,7 @@ from tests.wheels import CACHE, vllm_wheel
 
 VLLM_VERSION = "0.27.1"
 # Every release the tool patches; the runtime tests prove each.
-VLLM_VERSIONS = ("0.27.1", "0.27.0")
+VLLM_VERSIONS = ("0.27.1", "0.27.0", "0.26.0")
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 CONSTRAINTS = HERE / "constraints.txt"
@@ -70,9 +73,27 @@ ROOT = CACHE / "runtime"
 # own triton and CUDA libraries, as `pip install torch` does for users.
 TORCH_BUILDS = ("cpu", "cuda")
 CUDA_TORCH = "torch===2.13.0"
+# The releases whose trees differ where the edits land, each patched both ways
+# (`apply`, `apply --only-pr`) for the tests of what the edits do.
+EDIT_SET_VERSIONS = ("0.27.1", "0.26.0")
 # The releases whose CUDA-build venvs the tests use: one is enough to show
 # the build of torch does not change what `verify` answers.
 CUDA_VLLM_VERSIONS = ("0.27.1",)
+# Where a release's own requirements differ from constraints.txt (0.27.x's)
+# on what the base holds, by the project each line names. 0.26.0 pins torch
+# 2.11.0, which PyPI serves only as its CUDA build (what `pip install
+# vllm==0.26.0` gives users), so that release's venvs run on that build, with
+# the triton and CUDA libraries it brings, whichever `torch` is asked for. Its
+# pin of apache-tvm-ffi makes pip resolve xgrammar to 0.2.7 (0.2.8 on need a
+# newer one).
+RELEASE_PINS = {
+    "0.26.0": {
+        "torch": "torch===2.11.0",
+        "triton": None,
+        "apache-tvm-ffi": "apache-tvm-ffi==0.1.10",
+        "xgrammar": "xgrammar==0.2.7",
+    },
+}
 
 # What decides whether the installed project is current. Anything else in the
 # checkout (tests, docs) does not change what `apply` does to vLLM.
@@ -106,8 +127,14 @@ def _digest(paths: list[Path], root: Path) -> str:
     return h.hexdigest()[:16]
 
 
-def base_key() -> str:
-    return _digest([CONSTRAINTS], HERE)
+def base_key(version: str | None = None) -> str:
+    """The hash a base venv is built from: constraints.txt, and the pins of
+    the release, where it has its own base."""
+    key = _digest([CONSTRAINTS], HERE)
+    pins = RELEASE_PINS.get(version or "")
+    if pins is None:
+        return key
+    return hashlib.sha256(f"{key}\0{sorted(pins.items())}".encode()).hexdigest()[:16]
 
 
 def project_key(root: Path | None = None) -> str:
@@ -247,31 +274,42 @@ def _make_venv(target: Path, log: Path) -> None:
     _run([python, "-m", "venv", target], log)
 
 
-def _requirements(torch: str = "cpu") -> tuple[list[str], list[str]]:
+def _requirements(torch: str = "cpu", version: str | None = None) -> tuple[list[str], list[str]]:
+    pins = dict(RELEASE_PINS.get(version or "", {}))
+    if torch == "cuda" and not pins:
+        pins = {"torch": CUDA_TORCH, "triton": None}
     normal, no_deps = [], []
     for raw in CONSTRAINTS.read_text().splitlines():
         line, _, comment = raw.partition("#")
         line = line.strip()
         if not line:
             continue
-        if torch == "cuda" and line.split("==")[0] in ("torch", "triton"):
-            continue
+        project = line.split("==")[0]
+        if project in pins:
+            line = pins.pop(project)
+            if line is None:
+                continue
         (no_deps if "no-deps" in comment else normal).append(line)
-    if torch == "cuda":
-        normal.insert(0, CUDA_TORCH)
+    # A pin for a project constraints.txt does not name would go unused.
+    assert not pins, pins
     return normal, no_deps
 
 
-def _base_name(torch: str) -> str:
+def _base_name(torch: str, version: str | None = None) -> str:
     # "cudabase", not "base-cuda": pruning groups builds by the name's first part.
-    return f"base-{base_key()}" if torch == "cpu" else f"{torch}base-{base_key()}"
+    key = base_key(version)
+    if version in RELEASE_PINS:
+        return f"base{version}-{key}"
+    return f"base-{key}" if torch == "cpu" else f"{torch}base-{key}"
 
 
-def base_env(torch: str = "cpu") -> Path:
+def base_env(torch: str = "cpu", version: str | None = None) -> Path:
+    """The base venv of `torch`'s build, or of the release's own pins (a
+    release not in RELEASE_PINS shares the default base)."""
     def build(target: Path, log: Path) -> None:
         _make_venv(target, log)
         pip = [venv_python(target), "-m", "pip", "install", "--no-compile", "--quiet"]
-        normal, no_deps = _requirements(torch)
+        normal, no_deps = _requirements(torch, version)
         with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as req:
             req.write("\n".join(normal) + "\n")
         try:
@@ -281,7 +319,7 @@ def base_env(torch: str = "cpu") -> Path:
         if no_deps:
             _run(pip + ["--no-deps", *no_deps], log)
 
-    return _publish(_base_name(torch), build)
+    return _publish(_base_name(torch, version), build)
 
 
 def _child(kind: str, key: str, base: Path, extra_steps, version: str) -> Path:
@@ -301,13 +339,21 @@ def _child(kind: str, key: str, base: Path, extra_steps, version: str) -> Path:
     return _publish(f"{kind}-{key}", build, kind=kind)
 
 
+def torch_build(version: str, torch: str = "cpu") -> str:
+    """The build of torch a release's venvs have: the one asked for, or the
+    release's own where it pins one (0.26.0: the CUDA build)."""
+    return "cuda" if version in RELEASE_PINS else torch
+
+
 def _kind(name: str, version: str, torch: str = "cpu") -> str:
-    return f"{name}-{version}" if torch == "cpu" else f"{name}-{torch}-{version}"
+    if torch == "cpu" or version in RELEASE_PINS:
+        return f"{name}-{version}"
+    return f"{name}-{torch}-{version}"
 
 
 def pristine_env(version: str = VLLM_VERSION, torch: str = "cpu") -> Path:
-    base = base_env(torch)
-    return _child(_kind("pristine", version, torch), base_key(), base,
+    base = base_env(torch, version)
+    return _child(_kind("pristine", version, torch), base_key(version), base,
                   lambda *_: None, version)
 
 
@@ -330,12 +376,20 @@ def _snapshot(directory: Path) -> Path:
 def patched_env(version: str = VLLM_VERSION, torch: str = "cpu", only_pr: bool = False) -> Path:
     """With `only_pr`, patched by `apply --only-pr`: the DFlash2 PR's edits
     alone, without the upstream fixes."""
-    base = base_env(torch)
+    base = base_env(torch, version)
     with tempfile.TemporaryDirectory() as tmp:
         source = _snapshot(Path(tmp))
 
         def install_and_apply(target: Path, log: Path, pip: list) -> None:
-            _run(pip + [source], log)
+            # Installed as a wheel, as from an index: built beside, by the
+            # interpreter running the tests, because a build in the venv
+            # would import the base's setuptools through the .pth file that
+            # shows it the base (0.26.0's base has too old a one).
+            wheels = Path(tmp) / "wheel"
+            _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet",
+                  "-w", wheels, source], log)
+            (wheel,) = wheels.glob("*.whl")
+            _run(pip + [wheel], log)
             # The command's verdict cache goes to a scratch dir: a build must
             # not depend on, or leave, state outside the venv.
             with tempfile.TemporaryDirectory() as verdicts:
@@ -345,7 +399,7 @@ def patched_env(version: str = VLLM_VERSION, torch: str = "cpu", only_pr: bool =
 
         return _child(
             _kind("patched-pr" if only_pr else "patched", version, torch),
-            f"{base_key()}-{project_key(source)}", base, install_and_apply, version,
+            f"{base_key(version)}-{project_key(source)}", base, install_and_apply, version,
         )
 
 
@@ -357,7 +411,8 @@ def testkit_env(venv: Path) -> Path:
     """A venv that sees `venv` (a published runtime venv) and adds the
     packages of testkit.txt, each without its dependencies: those are in
     the runtime venvs already."""
-    kind = "testkit-" + venv.name.split("-" + base_key())[0]
+    # The venv's kind: its name less the keys (16 hex digits each).
+    kind = "testkit-" + re.sub(r"(-[0-9a-f]{16})+$", "", venv.name)
 
     def build(target: Path, log: Path) -> None:
         _make_venv(target, log)

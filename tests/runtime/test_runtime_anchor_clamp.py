@@ -1,5 +1,5 @@
-"""vLLM 0.34.0's own test of the anchor clamp, run on 0.27.1 as `apply`
-patches it and as `apply --only-pr` patches it.
+"""vLLM 0.34.0's own test of the anchor clamp, run on 0.27.1 and 0.26.0 as
+`apply` patches each and as `apply --only-pr` patches each.
 
 The test is upstream's `test_score_edges_keeps_out_of_vocabulary_anchors_in_range`
 (tests/v1/spec_decode/test_dflash2.py in the 0.34.0 source distribution),
@@ -25,7 +25,7 @@ import builtins
 
 import pytest
 
-from tests.runtime.test_runtime_upstream_fixes import RUN_PYTEST
+from tests.runtime.test_runtime_upstream_fixes import RELEASES, RUN_PYTEST
 from tests.upstream import upstream_tests
 
 pytestmark = pytest.mark.runtime
@@ -75,13 +75,14 @@ def upstream_test_alone(source: str) -> str:
     return IMPORTS + "\n\n" + ast.get_source_segment(source, function) + "\n"
 
 
-@pytest.fixture(scope="module")
-def outcomes(snippets, edit_set_pythons, tmp_path_factory) -> dict[str, dict]:
+@pytest.fixture(scope="module", params=RELEASES)
+def outcomes(request, snippets, edit_sets_of, tmp_path_factory) -> dict[str, dict]:
     upstream = upstream_tests(VERSION, RELATIVE) / "tests" / RELATIVE
     test_file = tmp_path_factory.mktemp("upstream") / "test_dflash2_anchor_clamp.py"
     test_file.write_text(upstream_test_alone(upstream.read_text()))
     trees = ("only-pr", "patched")
-    runs = [snippets.start(edit_set_pythons[tree], RUN_PYTEST, args=[str(test_file)])
+    pythons = edit_sets_of(request.param)
+    runs = [snippets.start(pythons[tree], RUN_PYTEST, args=[str(test_file)])
             for tree in trees]
     return dict(zip(trees, snippets.gather(runs)))
 
@@ -95,7 +96,7 @@ def test_the_test_is_upstream_s_byte_for_byte() -> None:
     assert f"def {TEST}():" in body
 
 
-def test_upstream_0_34_0_s_anchor_clamp_test_passes_on_the_patched_0_27_1(outcomes) -> None:
+def test_upstream_0_34_0_s_anchor_clamp_test_passes_on_the_patched_tree(outcomes) -> None:
     patched = outcomes["patched"]
     assert patched["outcomes"] == {TEST: "passed"}, patched
     assert patched["exit"] == 0

@@ -1,10 +1,10 @@
-"""The upstream fixes the backport carries, in vLLM 0.27.1's own config
-layer: a DFlash draft shorter than the target is raised or caps the target,
-DFlash2's compile-cache key counts its speculative tokens, and what the
-backport cannot serve is refused in one line.
+"""The upstream fixes the backport carries, in the config layer of vLLM
+0.27.1 and of 0.26.0: a DFlash draft shorter than the target is raised or
+caps the target, DFlash2's compile-cache key counts its speculative tokens,
+and what the backport cannot serve is refused in one line.
 
 One probe per venv (venv_side/fixes_probe.py) observes everything in a
-fresh interpreter of 0.27.1 as it ships, patched by `apply --only-pr` (the
+fresh interpreter of the release as it ships, patched by `apply --only-pr` (the
 DFlash2 PR's edits alone) and patched by `apply`. Each test asserts its
 property on the last and that it does not hold on the other two.
 """
@@ -125,10 +125,13 @@ def test_a_shorter_dflash_draft_with_yarn_caps_the_target_max_model_len(seen, dr
         assert _positions(seen[name], draft) == LEFT, name
 
 
-def test_an_eagle_draft_is_raised_whatever_its_rope_as_0_27_1_does(seen) -> None:
-    """Unlike 0.33.0, which would cap the target for a yarn EAGLE draft."""
+def test_an_eagle_draft_is_left_as_the_release_leaves_it(seen, edit_set_release) -> None:
+    """0.27.x raises it whatever its RoPE (unlike 0.33.0, which would cap the
+    target for a yarn EAGLE draft); 0.26.0 raises no draft, and the backport
+    raises only DFlash drafts there."""
+    expected = LEFT if edit_set_release == "0.26.0" else RAISED
     for name in seen:
-        assert _positions(seen[name], "eagle3-yarn") == RAISED, name
+        assert _positions(seen[name], "eagle3-yarn") == expected, name
 
 
 # -- the compile-cache key -----------------------------------------------------------

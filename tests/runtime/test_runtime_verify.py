@@ -43,9 +43,10 @@ MISSING = {
 
 TOOL = Path(sys.executable).with_name("dflash2-backport")
 
-# (torch build, vLLM release): every release on torch's CPU build, and the
-# CUDA build of torch on a machine that shows no GPU.
-CASES = [("cpu", version) for version in runtime_env.VLLM_VERSIONS] + [
+# (torch build, vLLM release): every release on torch's CPU build (0.26.0,
+# whose torch PyPI serves only as its CUDA build, on that), and the CUDA
+# build of torch on a machine that shows no GPU.
+CASES = [(runtime_env.torch_build(version), version) for version in runtime_env.VLLM_VERSIONS] + [
     ("cuda", version) for version in runtime_env.CUDA_VLLM_VERSIONS
 ]
 

@@ -24,13 +24,13 @@ SALT = 1 << 30
 
 def prepare_inputs(target_positions, num_rejected, block_table, block_size,
                    num_speculative_steps, max_model_len, sample_from_anchor=False):
-    """One request through 0.27.1's `prepare_dflash_inputs` launcher: the
-    slots and positions it writes for the context and the query rows."""
+    """One request through the release's `prepare_dflash_inputs` launcher:
+    the slots and positions it writes for the context and the query rows."""
     import numpy as np
     import torch
 
     from vllm.v1.attention.backends.utils import PAD_SLOT_ID
-    from vllm.v1.worker.gpu.spec_decode.dflash.speculator import prepare_dflash_inputs
+    from runtime_guest import prepare_dflash_inputs
 
     max_num_reqs, max_num_tokens = 4, 32
     num_ctx = len(target_positions)
@@ -55,24 +55,30 @@ def prepare_inputs(target_positions, num_rejected, block_table, block_size,
     sample_pos = torch.full_like(sample_indices, -1)
     sample_idx_mapping = torch.full(sample_indices.shape, -1, dtype=torch.int32)
     prepare_dflash_inputs(
-        buffers, query_slots, context_positions, context_slots, sample_indices,
-        sample_pos, sample_idx_mapping,
-        torch.zeros(max_num_reqs), torch.zeros(max_num_reqs, dtype=torch.int64),
-        batch,
-        torch.tensor([1], dtype=torch.int32),
-        torch.tensor([num_rejected], dtype=torch.int32),
-        torch.tensor([0, 77, 0, 0], dtype=torch.int64),
-        torch.zeros(max_num_reqs, dtype=torch.int64),
-        torch.tensor([0.0, 1.0, 0.0, 0.0]),
-        torch.tensor([0, 5, 0, 0], dtype=torch.int64),
-        torch.tensor([block_table], dtype=torch.int32),
-        block_size,
-        123,
-        num_query,
-        num_speculative_steps,
-        max_num_reqs,
-        max_num_tokens,
-        max_model_len,
+        input_buffers=buffers,
+        query_slot_mapping=query_slots,
+        context_positions=context_positions,
+        context_slot_mapping=context_slots,
+        sample_indices=sample_indices,
+        sample_pos=sample_pos,
+        sample_idx_mapping=sample_idx_mapping,
+        temperature=torch.zeros(max_num_reqs),
+        seeds=torch.zeros(max_num_reqs, dtype=torch.int64),
+        input_batch=batch,
+        num_sampled=torch.tensor([1], dtype=torch.int32),
+        num_rejected=torch.tensor([num_rejected], dtype=torch.int32),
+        last_sampled=torch.tensor([0, 77, 0, 0], dtype=torch.int64),
+        next_prefill_tokens=torch.zeros(max_num_reqs, dtype=torch.int64),
+        input_temperature=torch.tensor([0.0, 1.0, 0.0, 0.0]),
+        input_seeds=torch.tensor([0, 5, 0, 0], dtype=torch.int64),
+        block_table=torch.tensor([block_table], dtype=torch.int32),
+        block_size=block_size,
+        parallel_drafting_token_id=123,
+        num_query_per_req=num_query,
+        num_speculative_steps=num_speculative_steps,
+        max_num_reqs=max_num_reqs,
+        max_num_tokens=max_num_tokens,
+        max_model_len=max_model_len,
         sample_from_anchor=sample_from_anchor,
     )
     written = [s for s in context_slots[:num_ctx].tolist() + query_slots[:num_query].tolist()

@@ -9,7 +9,7 @@ object: the tiny model directories ("models") and the engine's sizes.
   `max_num_scheduled_tokens`), for a DFlash2 and a DFlash1 draft.
 * `schedule`: 0.27.1's own `Scheduler`, given that config and a burst of
   one-token prompts, schedules one step: the requests and tokens it takes.
-* `prepare`: 0.27.1's `prepare_dflash_inputs` (Triton's interpreter) run
+* `prepare`: the release's `prepare_dflash_inputs` (Triton's interpreter) run
   for that many requests into input buffers of `max_num_batched_tokens`
   rows, as `DraftModelSpeculator` sizes them, each buffer the head of a
   larger tensor: the rows it writes past the buffer's end.
@@ -93,7 +93,7 @@ def prepare(num_reqs, k, max_num_reqs, max_num_tokens, block_size=16):
     import numpy as np
     import torch
 
-    from vllm.v1.worker.gpu.spec_decode.dflash.speculator import prepare_dflash_inputs
+    from runtime_guest import prepare_dflash_inputs
 
     num_query = k + 1
     spare = num_reqs * num_query + 64
@@ -119,21 +119,30 @@ def prepare(num_reqs, k, max_num_reqs, max_num_tokens, block_size=16):
     )
     samples = max_num_reqs * k
     prepare_dflash_inputs(
-        buffers, query_slots,
-        torch.zeros(max_num_tokens, dtype=torch.int64),
-        torch.zeros(max_num_tokens, dtype=torch.int64),
-        torch.zeros(samples, dtype=torch.int64),
-        torch.zeros(samples, dtype=torch.int64),
-        torch.zeros(samples, dtype=torch.int32),
-        torch.zeros(max_num_reqs), torch.zeros(max_num_reqs, dtype=torch.int64),
-        batch,
-        torch.ones(num_reqs, dtype=torch.int32),
-        torch.zeros(num_reqs, dtype=torch.int32),
-        torch.full((max_num_reqs,), 5, dtype=torch.int64),
-        torch.zeros(max_num_reqs, dtype=torch.int64),
-        torch.zeros(max_num_reqs), torch.zeros(max_num_reqs, dtype=torch.int64),
-        torch.ones(num_reqs, 4, dtype=torch.int32),
-        block_size, 123, num_query, k, max_num_reqs, max_num_tokens, 2048,
+        input_buffers=buffers,
+        query_slot_mapping=query_slots,
+        context_positions=torch.zeros(max_num_tokens, dtype=torch.int64),
+        context_slot_mapping=torch.zeros(max_num_tokens, dtype=torch.int64),
+        sample_indices=torch.zeros(samples, dtype=torch.int64),
+        sample_pos=torch.zeros(samples, dtype=torch.int64),
+        sample_idx_mapping=torch.zeros(samples, dtype=torch.int32),
+        temperature=torch.zeros(max_num_reqs),
+        seeds=torch.zeros(max_num_reqs, dtype=torch.int64),
+        input_batch=batch,
+        num_sampled=torch.ones(num_reqs, dtype=torch.int32),
+        num_rejected=torch.zeros(num_reqs, dtype=torch.int32),
+        last_sampled=torch.full((max_num_reqs,), 5, dtype=torch.int64),
+        next_prefill_tokens=torch.zeros(max_num_reqs, dtype=torch.int64),
+        input_temperature=torch.zeros(max_num_reqs),
+        input_seeds=torch.zeros(max_num_reqs, dtype=torch.int64),
+        block_table=torch.ones(num_reqs, 4, dtype=torch.int32),
+        block_size=block_size,
+        parallel_drafting_token_id=123,
+        num_query_per_req=num_query,
+        num_speculative_steps=k,
+        max_num_reqs=max_num_reqs,
+        max_num_tokens=max_num_tokens,
+        max_model_len=2048,
     )
     return {
         name: int((whole[max_num_tokens:] != GUARD).sum())

@@ -63,8 +63,52 @@ def use_triton_interpreter(shortcuts: bool = True) -> None:
         return tl.core.tensor(interpreter_builder.unary_op(x.handle, np.log1p), x.type)
 
     libdevice.log1p = log1p
+    index_scalars_as_numpy_allows()
     if shortcuts:
         _speed_up_interpreter()
+
+
+#: What 0.27.0 added to `prepare_dflash_inputs` to copy the request's
+#: sampling state in the kernel; 0.26.0 copies it on the host.
+SAMPLING_STATE_ARGUMENTS = {"temperature", "seeds", "input_temperature", "input_seeds"}
+
+
+def prepare_dflash_inputs(**arguments: Any) -> None:
+    """vLLM's DFlash prepare-inputs launcher, called by parameter name with
+    0.27.x's arguments; on 0.26.0 without the sampling-state copy's four."""
+    import inspect
+
+    from vllm.v1.worker.gpu.spec_decode.dflash import speculator
+
+    accepted = inspect.signature(speculator.prepare_dflash_inputs).parameters
+    unknown = set(arguments) - set(accepted)
+    assert unknown <= SAMPLING_STATE_ARGUMENTS, unknown
+    speculator.prepare_dflash_inputs(**{k: v for k, v in arguments.items() if k in accepted})
+
+
+def index_scalars_as_numpy_allows() -> None:
+    """Let Triton 3.6's interpreter (vLLM 0.26.0's pin) use a scalar tensor
+    as an index, e.g. a `range` bound, with NumPy 2.4.
+
+    The interpreter holds a scalar in a one-element array and indexes with
+    `int(array)`, which NumPy 2.4 refuses for an array that is not 0-d;
+    Triton 3.8 squeezes the array first, as this does. Harmless there. The
+    interpreter is the tests' stand-in for a GPU, which compiles the kernel
+    instead, so this is nothing a user of 0.26.0 runs into.
+    """
+    from triton.runtime import interpreter
+
+    patch = interpreter._patch_lang_tensor
+    if getattr(patch, "squeezes_indices", False):
+        return
+
+    def patch_lang_tensor(tensor, scope) -> None:
+        patch(tensor, scope)
+        # Set after the interpreter's own, so the scope restores both in turn.
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.squeeze()))
+
+    patch_lang_tensor.squeezes_indices = True
+    interpreter._patch_lang_tensor = patch_lang_tensor
 
 
 # The interpreter release the shortcuts below were read against; another one
