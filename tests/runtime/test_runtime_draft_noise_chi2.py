@@ -24,19 +24,7 @@ import math
 
 import pytest
 
-from tests.runtime import env as runtime_env
-
 pytestmark = pytest.mark.runtime
-
-
-@pytest.fixture(scope="module")
-def sampling_pythons(edit_sets_of):
-    """0.27.1's trees only: on 0.26.0, whose gumbel.py is 0.27.1's byte for
-    byte and where the edits' other hunks find the same code, Triton 3.6's
-    interpreter (runtime_guest's shortcuts are 3.8's) takes six and a half
-    minutes for the two statistics test files."""
-    return edit_sets_of(runtime_env.VLLM_VERSION)
-
 
 TARGET = [0.97, 1.72, -0.54]
 DRAFT = [-2.58, 0.41, 0.85]

@@ -33,19 +33,8 @@ import json
 import pytest
 
 from tests.block_verification_model import DRAFT_LOGITS, TARGET_LOGITS, threshold
-from tests.runtime import env as runtime_env
 
 pytestmark = pytest.mark.runtime
-
-
-@pytest.fixture(scope="module")
-def sampling_pythons(edit_sets_of):
-    """0.27.1's trees only: on 0.26.0, whose gumbel.py is 0.27.1's byte for
-    byte and where the edits' other hunks find the same code, Triton 3.6's
-    interpreter (runtime_guest's shortcuts are 3.8's) takes six and a half
-    minutes for the two statistics test files."""
-    return edit_sets_of(runtime_env.VLLM_VERSION)
-
 
 TRIALS = 1500
 CHI2 = {"target": TARGET_LOGITS, "draft": DRAFT_LOGITS, "trials": TRIALS}
