@@ -244,6 +244,49 @@ def test_the_builder_reads_what_the_closure_asks_of_each_package():
                      "numpy": "<2.5,>=1.22"}
 
 
+@pytest.mark.parametrize("project,version,expected", [
+    # 0.27.x's torch and what it pins at other versions than the image's
+    ("torch", "2.13.0", "carried"), ("triton", "3.7.1", "carried"),
+    ("nvidia-cublas", "13.1.1.3", "carried"), ("torchvision", "0.28.0", "carried"),
+    # 0.26.0's: the image's very versions
+    ("torch", "2.11.0", "machine"), ("triton", "3.6.0", "machine"),
+    ("nvidia-cudnn-cu13", "9.19.0.56", "machine"), ("torchvision", "0.26.0", "machine"),
+    # the image has it at a version the device checks; the image lacks it
+    ("numpy", "2.3.5", "machine"), ("vllm", "0.26.0", "carried"),
+    # pinned alike by both torches
+    ("nvidia-cufft", "12.0.0.61", "assumed"),
+])
+def test_a_wheel_the_image_has_at_that_very_version_is_left_to_the_machine(
+    project, version, expected
+):
+    assert load("build_real_install").kind(project, version) == expected
+
+
+def test_a_build_names_its_releases_and_each_ones_torch(tmp_path):
+    wheels = make_wheels(tmp_path / "pool", {"vllm-0.26.0-x.whl": (10, "0.26.0", "carried"),
+                                             "vllm-0.27.1-x.whl": (10, "0.27.1", "carried")})
+    installs = {
+        "tool": {"wheels": [], "requirements": {}, "specs": ["dflash2-backport"]},
+        "vllm-0.27.1": {"wheels": ["vllm-0.27.1-x.whl"], "requirements": {},
+                        "specs": ["torch===2.13.0", "vllm==0.27.1"]},
+        "vllm-0.26.0": {"wheels": ["vllm-0.26.0-x.whl"], "requirements": {},
+                        "specs": ["torch==2.11.0", "vllm==0.26.0"]},
+    }
+    parts.cut(wheels, ["0.27.1", "0.26.0"], tmp_path / "parts", 1000, installs)
+    store = tmp_path / "store"
+    assert parts.main(["collect", "--store", str(store), str(tmp_path / "parts" / "p01")]) == 0
+
+    def said(*argv: str) -> str:
+        done = subprocess.run([sys.executable, str(SCRIPTS / "real_install_parts.py"), *argv,
+                               "--store", str(store)], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert said("versions").split() == ["0.27.1", "0.26.0"]
+    assert said("specs", "--install", "vllm-0.26.0").splitlines() == [
+        "torch==2.11.0", "vllm==0.26.0"]
+
+
 def run_setup(tmp_path: Path, part: str | None) -> str:
     """real_install_setup.sh as a call runs it: in a checkout where only the
     carried part is under .cache/real-install/parts."""

@@ -1,9 +1,11 @@
-"""Build the parts that install vLLM 0.27.1 and 0.28.0 for real on the lent
-GPU machine: pip, from their wheels, over the CUDA build of torch 2.13.0,
-each with its own dependencies, and this tool from its wheel beside them.
+"""Build the parts that install vLLM 0.27.1 and 0.28.0 (or the releases
+--versions names) for real on the lent GPU machine: pip, from their wheels,
+over the CUDA build of the torch each pins (2.13.0; 0.26.0's 2.11.0 is the
+image's own), each with its own dependencies, and this tool from its wheel
+beside them.
 
     .venv/bin/python scripts/gpu/build_real_install.py [--out .cache/real-install]
-        [--python312 PATH] [--margin-mib 2] [--refresh]
+        [--python312 PATH] [--margin-mib 2] [--refresh] [--versions 0.27.1,0.28.0]
 
 What it does, all under OUT (git-ignored; nothing of it is ever committed):
 
@@ -13,7 +15,8 @@ What it does, all under OUT (git-ignored; nothing of it is ever committed):
    cap torch), because pip evaluates `python_version` markers with the
    interpreter that runs it, whatever --python-version says.
 2. For each vLLM version, pip's own resolution of `vllm==V torch===2.13.0`
-   for CPython 3.12 on manylinux x86_64 (`pip install --dry-run --report
+   (`torch==2.11.0` for 0.26.0: `==`, so that the image's 2.11.0+cu130
+   satisfies it on the machine) for CPython 3.12 on manylinux x86_64 (`pip install --dry-run --report
    --ignore-installed`), kept as OUT/closure-V.json: the full dependency
    closure a user's `pip install` gets on an empty interpreter.
 3. Every wheel of both closures, downloaded once into OUT/pool (checked
@@ -31,6 +34,10 @@ What it does, all under OUT (git-ignored; nothing of it is ever committed):
              cuDNN, NCCL, cuSPARSELt and cuda-toolkit 13.0.3, torchvision
              0.28.0, FlashInfer, the vLLM wheel, its CuTe DSL, ...)
    0.28.0    what 0.28.0's install adds to those
+             (with --versions, one region per version, in its order, each
+             with what the versions before it do not carry; 0.26.0 carries
+             no torch and no CUDA library: the image has the very versions
+             its torch 2.11.0 pins)
    machine   wheels of packages the image has at some version: needed only
              where that version misses what the closure asks of it
    assumed   the CUDA libraries torch 2.11 pins at the very versions torch
@@ -62,6 +69,9 @@ import real_install_parts as parts  # noqa: E402
 
 VERSIONS = ("0.27.1", "0.28.0")
 TORCH = "torch===2.13.0"
+# A release pinning the image's own torch asks for it with `==`, which the
+# image's 2.11.0+cu130 satisfies (`===` would want a wheel of 2.11.0 itself).
+TORCH_OF = {"0.26.0": "torch==2.11.0"}
 TRANSFER_LIMIT = 64 * 1024 * 1024
 PLATFORMS = [f"manylinux_2_{n}_x86_64" for n in range(17, 40)] + [
     "manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64"]
@@ -92,13 +102,15 @@ threadpoolctl tifffile tiktoken timm tokenizers toolz torch torchaudio torchdiff
 torch-geometric torchmetrics torchvision tqdm transformers treescope triton typer
 typing-extensions typing-inspect urllib3 uvloop wadler-lindig werkzeug wheel wrapt xarray
 xxhash yarl zipp""".split())
-# The image's torch 2.11.0 pins these at other versions than torch 2.13.0 /
-# vLLM do (cuda-toolkit 13.0.2 pins cuBLAS 13.1.0.3; cuDNN 9.19.0.56, NCCL
-# 2.28.9, cuSPARSELt 0.8.0, triton 3.6.0; torchvision 0.26.0 pins torch
-# 2.11.0): carried.
-IMAGE_OTHER_VERSION = {"torch", "triton", "nvidia-cublas", "nvidia-cudnn-cu13",
-                       "nvidia-nccl-cu13", "nvidia-cusparselt-cu13", "cuda-toolkit",
-                       "torchvision"}
+# The image's versions of what torch 2.11.0 pins at other versions than
+# torch 2.13.0 / vLLM 0.27.x do (cuda-toolkit 13.0.2 pins cuBLAS 13.1.0.3;
+# torchvision 0.26.0 pins torch 2.11.0): a closure that asks for another
+# version carries the wheel; one that asks for these (0.26.0's) leaves it to
+# the machine.
+IMAGE_VERSIONS = {"torch": "2.11.0", "triton": "3.6.0", "nvidia-cublas": "13.1.0.3",
+                  "nvidia-cudnn-cu13": "9.19.0.56", "nvidia-nccl-cu13": "2.28.9",
+                  "nvidia-cusparselt-cu13": "0.8.0", "cuda-toolkit": "13.0.2",
+                  "torchvision": "0.26.0"}
 # ... and these at the very versions torch 2.13.0 pins (cuda-toolkit 13.0.2
 # and 13.0.3 pin the same; NVSHMEM 3.4.5 both).
 IMAGE_SAME_VERSION = {"nvidia-cufft", "nvidia-cusolver", "nvidia-cusparse",
@@ -245,12 +257,29 @@ def tool_wheel(out: Path) -> Path:
     return wheel
 
 
-def plan(out: Path, python: Path, refresh: bool) -> tuple[list[dict], dict]:
+def torch_of(version: str) -> str:
+    return TORCH_OF.get(version, TORCH)
+
+
+def kind(project: str, version: str) -> str:
+    """Whether a wheel is carried, left to the image ("machine": it has the
+    package, at a version the device checks), or assumed to be there (the
+    CUDA libraries both torches pin alike)."""
+    name = parts.normalize(project)
+    if name in IMAGE_SAME_VERSION:
+        return "assumed"
+    if name in IMAGE and IMAGE_VERSIONS.get(name, version) == version:
+        return "machine"
+    return "carried"
+
+
+def plan(out: Path, python: Path, refresh: bool,
+         versions: tuple[str, ...] = VERSIONS) -> tuple[list[dict], dict]:
     """The wheels to carry, each with its region and kind, and the installs."""
     pool = out / "pool"
     closures, requirements = {}, {}
-    for version in VERSIONS:
-        report = resolve(python, [f"vllm=={version}", TORCH],
+    for version in versions:
+        report = resolve(python, [f"vllm=={version}", torch_of(version)],
                          out / f"closure-{version}.json", refresh)
         closures[version] = closure(report)
         requirements[version] = requirements_on(closures[version], report["environment"])
@@ -261,15 +290,7 @@ def plan(out: Path, python: Path, refresh: bool) -> tuple[list[dict], dict]:
     download(python, tool_entries, pool)
     shutil.copy2(tool, pool / tool.name)
 
-    def kind(project: str) -> str:
-        name = parts.normalize(project)
-        if name in IMAGE_SAME_VERSION:
-            return "assumed"
-        if name in IMAGE and name not in IMAGE_OTHER_VERSION:
-            return "machine"
-        return "carried"
-
-    files = {version: {e["file"] for e in closures[version]} for version in VERSIONS}
+    files = {version: {e["file"] for e in closures[version]} for version in versions}
     wheels, seen = [], set()
 
     def add(entry: dict, region: str, kind_: str) -> None:
@@ -279,26 +300,28 @@ def plan(out: Path, python: Path, refresh: bool) -> tuple[list[dict], dict]:
                            "kind": kind_, "project": entry["project"],
                            "version": entry["version"]})
 
-    first, second = VERSIONS
+    first = versions[0]
     add({"file": tool.name, "project": "dflash2-backport", "version": "0"}, first, "carried")
     for entry in tool_entries:
         add(entry, first, "carried")
-    union = [e for version in VERSIONS for e in closures[version]]
+    union = [e for version in versions for e in closures[version]]
     # Largest first within a region: a wheel then spans as few parts as it must.
     union.sort(key=lambda e: -(pool / e["file"]).stat().st_size)
     for entry in union:
-        k = kind(entry["project"])
+        k = kind(entry["project"], entry["version"])
         if k == "carried":
-            region = first if entry["file"] in files[first] else second
+            # The first version that needs it: a version's parts then carry
+            # what the versions before it did not.
+            region = next(v for v in versions if entry["file"] in files[v])
         else:
             region = "machine" if k == "machine" else "assumed"
         add(entry, region, k)
     installs = {"tool": {"wheels": [tool.name, *(e["file"] for e in tool_entries)],
                          "requirements": {}, "specs": ["dflash2-backport"]}}
-    for version in VERSIONS:
+    for version in versions:
         installs[f"vllm-{version}"] = {
             "wheels": sorted(files[version]), "requirements": requirements[version],
-            "specs": [TORCH, f"vllm=={version}"]}
+            "specs": [torch_of(version), f"vllm=={version}"]}
     return wheels, installs
 
 
@@ -320,13 +343,17 @@ def main() -> int:
                         help="room left in each call beside the checkout and the part")
     parser.add_argument("--refresh", action="store_true",
                         help="resolve the closures again instead of reusing OUT/closure-*.json")
+    parser.add_argument("--versions", default=",".join(VERSIONS),
+                        help="the vLLM releases to install, comma-separated, the first "
+                        "the one the tool patches and runs on (default %(default)s)")
     args = parser.parse_args()
+    versions = tuple(v for v in args.versions.split(",") if v)
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     python = tools_venv(out, find_python312(args.python312))
-    wheels, installs = plan(out, python, args.refresh)
+    wheels, installs = plan(out, python, args.refresh, versions)
     limit = TRANSFER_LIMIT - checkout_bytes() - int(args.margin_mib * 2**20)
-    regions = [*VERSIONS, "machine", "assumed"]
+    regions = [*versions, "machine", "assumed"]
     wheels = parts.rebalance(wheels, regions,
                              {w["path"]: Path(w["path"]).stat().st_size for w in wheels}, limit)
     manifest = parts.cut(wheels, regions, out / "parts", limit, installs)

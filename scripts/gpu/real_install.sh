@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The tool as a user runs it, on vLLM 0.27.1 installed by pip over torch
-# 2.13.0 (real_install_venv.sh runs this once the venv is made; it can be
-# run again by hand):
+# 2.13.0, or on another release's venv (PY; real_install_venv.sh runs this
+# once the venv is made; it can be run again by hand):
 #
 #     PY=/tmp/ri/venv-0.27.1/bin/python RESULTS=$OUT bash scripts/gpu/real_install.sh
 #
@@ -19,8 +19,8 @@
 # it runs (RESULTS/verify-gpu-engine-*.log), and the lines where vLLM names
 # the attention backend it chose go to RESULTS/tool-runs.txt (verify --gpu
 # runs with VLLM_LOGGING_LEVEL=INFO for that, unless it is set). Its HOME is
-# an empty directory (STORE/verify-home), and what it holds afterwards is
-# listed there too: verify must leave nothing.
+# an empty directory (STORE/verify-home-VENV), and what it holds afterwards
+# is listed there too: verify must leave nothing.
 set -u
 store=${RI_STORE:-/tmp/ri}
 py=${PY:-$store/venv-0.27.1/bin/python}
@@ -31,7 +31,8 @@ all=$results/tool-runs.txt
 : > "$all"
 # The tool's temporary files (verify --gpu's engines' logs among them) go
 # here, so that the watcher finds them.
-scratch=$store/tool-tmp
+venv_name=$(basename "$(dirname "$(dirname "$py")")")
+scratch=$store/tool-tmp-$venv_name
 rm -rf "$scratch"
 mkdir -p "$scratch"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -77,7 +78,7 @@ watcher=$!
 # tool passes a user's own setting on); at INFO they name the attention
 # backend vLLM chose.
 # An empty home directory of its own, so that whatever it leaves there shows.
-home=$store/verify-home
+home=$store/verify-home-$venv_name
 rm -rf "$home"
 mkdir -p "$home"
 HOME=$home VLLM_LOGGING_LEVEL=${VLLM_LOGGING_LEVEL:-INFO} run verify-gpu verify --gpu --python "$py"

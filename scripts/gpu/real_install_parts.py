@@ -391,14 +391,22 @@ def main(argv: list[str] | None = None) -> int:
     collect = sub.add_parser("collect", help="take in carried parts, write out wheels")
     collect.add_argument("--store", type=Path, required=True)
     collect.add_argument("sources", nargs="*", type=Path)
-    for name in ("status", "ready", "links"):
+    for name in ("status", "ready", "links", "specs", "versions"):
         command = sub.add_parser(name)
         command.add_argument("--store", type=Path, required=True)
-        if name != "status":
+        if name not in ("status", "versions"):
             command.add_argument("--install", required=True)
         command.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     store = Store(args.store)
+    if args.command == "versions":
+        # The vLLM releases this build installs, in its order (the first is
+        # the one the tool patches); none before a part is here.
+        manifest = store.manifest or {"regions": [], "installs": {}}
+        for region in manifest["regions"]:
+            if f"vllm-{region}" in manifest["installs"]:
+                print(region)
+        return 0
     if args.command == "collect":
         for source in args.sources:
             if (source / MANIFEST).is_file():
@@ -433,6 +441,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             print(json.dumps(missing))
         return 0 if not missing["wheels"] else 1
+    if args.command == "specs":
+        # What the install asks pip for, one requirement a line (torch first).
+        print("\n".join(store.manifest["installs"][args.install]["specs"]))
+        return 0
     print(store.link(args.install))
     return 0
 

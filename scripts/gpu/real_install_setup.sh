@@ -11,13 +11,15 @@
 #   STORE/parts, STORE/wheels   the parts not yet spent, the wheels written out
 #   STORE/tool                  a venv with this tool installed from its wheel
 #   STORE/venv-0.27.1           a venv with torch 2.13.0 and vLLM 0.27.1, by pip
-#   STORE/venv-0.28.0           the same with vLLM 0.28.0
+#   STORE/venv-0.28.0           the same with vLLM 0.28.0 (or each release
+#                               the build names: build_real_install.py --versions)
 #   STORE/results               what each step printed (RESULTS of the runs)
 #   STORE/logs                  the background jobs' logs
 # The tool's venv is made in the call that brings its wheels (seconds); each
 # vLLM venv is made by real_install_venv.sh in the background (setsid: it
-# runs on after the call returns, while the machine is held), which for
-# 0.27.1 then runs real_install.sh, the tool as a user runs it.
+# runs on after the call returns, while the machine is held), which for a
+# release the tool patches then runs real_install.sh, the tool as a user
+# runs it.
 # Every call prints where each install stands and which parts it waits for.
 # RI_WAIT=SECONDS waits that long at most for the background jobs to end;
 # RI_RETRY="0.27.1 ..." starts a failed install again (after the parts it
@@ -79,7 +81,8 @@ fi
 for version in ${RI_RETRY:-}; do
     rm -f "$store/venv-$version.started" "$store/venv-$version.failed" "$store/venv-$version.done"
 done
-for version in 0.27.1 0.28.0; do
+versions=$(python3 "$here/real_install_parts.py" versions --store "$store")
+for version in $versions; do
     if [ ! -f "$store/venv-$version.started" ] && ready "vllm-$version"; then
         touch "$store/venv-$version.started"
         setsid nohup bash "$here/real_install_venv.sh" "$version" \
@@ -89,7 +92,7 @@ for version in 0.27.1 0.28.0; do
 done
 
 jobs_state() {
-    for version in 0.27.1 0.28.0; do
+    for version in $versions; do
         local state=waiting
         [ -f "$store/venv-$version.started" ] && state=running
         [ -f "$store/venv-$version.done" ] && state=done
@@ -103,7 +106,7 @@ if [ -n "${RI_WAIT:-}" ]; then
     deadline=$((SECONDS + RI_WAIT))
     while [ $SECONDS -lt $deadline ]; do
         running=0
-        for version in 0.27.1 0.28.0; do
+        for version in $versions; do
             if [ -f "$store/venv-$version.started" ] && [ ! -f "$store/venv-$version.done" ] \
                     && [ ! -f "$store/venv-$version.failed" ]; then
                 running=1
@@ -117,8 +120,12 @@ jobs_state
 
 if [ -n "${OUT:-}" ]; then
     tar -czf "$OUT/results.tgz" -C "$store" results logs 2>/dev/null
-    for name in summary-0.27.1.txt summary-0.28.0.txt tool-runs.txt machine.txt; do
+    for name in $(for v in $versions; do echo "summary-$v.txt"; done) tool-runs.txt machine.txt; do
         [ -f "$store/results/$name" ] && cp "$store/results/$name" "$OUT/"
+    done
+    for version in $versions; do
+        [ -f "$store/results/tool-$version/tool-runs.txt" ] &&
+            cp "$store/results/tool-$version/tool-runs.txt" "$OUT/tool-runs-$version.txt"
     done
 fi
 exit 0

@@ -10,17 +10,21 @@
 #    (/opt/torch/.venv), whose packages --system-site-packages does not
 #    reach, so a .pth file adds that interpreter's site-packages after the
 #    venv's own (where python3 is not a venv, --system-site-packages is used).
-# 2. pip install --no-index --find-links STORE/links/vllm-VERSION torch===2.13.0,
-#    then vllm==VERSION: pip resolves every dependency, taking a package the
-#    machine has where its version does, installing the carried wheel where not.
+# 2. pip install --no-index --find-links STORE/links/vllm-VERSION torch===2.13.0
+#    (the build's torch requirement for the release: torch==2.11.0, the
+#    image's own, for 0.26.0), then vllm==VERSION: pip resolves every
+#    dependency, taking a package the machine has where its version does,
+#    installing the carried wheel where not.
 # 3. `pip check`, `pip list -v` (where each package comes from), and
 #    real_install_probe.py in the venv: torch's CUDA build and libraries,
 #    FlashAttention 3's own extension, vLLM's platform.
 # 4. FlashInfer's JIT kernels built ahead into VENV/flashinfer (in the
-#    background), and for 0.27.1: real_install.sh, the tool as a user runs
-#    it, on this venv.
-# STORE/venv-VERSION.ready marks a venv the driver may use (for 0.27.1,
-# once the tool has left it patched, before verify --gpu);
+#    background), and for a release the tool patches (0.26.x, 0.27.x):
+#    real_install.sh, the tool as a user runs it, on this venv (one
+#    release's runs at a time; 0.27.1's results in STORE/results, another's
+#    in STORE/results/tool-VERSION).
+# STORE/venv-VERSION.ready marks a venv the driver may use (for a patched
+# release, once the tool has left it patched, before verify --gpu);
 # STORE/venv-VERSION.done or .failed marks the end; STORE/results/summary-VERSION.txt
 # holds what each step printed.
 set -u -o pipefail
@@ -71,8 +75,10 @@ fi
 step "venv-$version" make_venv || fail "venv"
 pip=("$venv/bin/python" -m pip)
 step "pip-version-$version" "${pip[@]}" --version
+torch=$(python3 "$here/real_install_parts.py" specs --store "$store" --install "vllm-$version" \
+    | grep -E '^torch[=<>!~ ]') || fail "no torch requirement in the build"
 step "install-torch-$version" "${pip[@]}" install --no-index --find-links "$links" \
-    --no-cache-dir "torch===2.13.0" || fail "torch"
+    --no-cache-dir "$torch" || fail "torch"
 step "install-vllm-$version" "${pip[@]}" install --no-index --find-links "$links" \
     --no-cache-dir "vllm==$version" || fail "vllm"
 step "pip-check-$version" "${pip[@]}" check
@@ -97,11 +103,20 @@ step "flashinfer-topk-$version" prebuild topk &
 topk=$!
 step "flashinfer-sampling-$version" prebuild sampling &
 sampling=$!
-# STORE/venv-VERSION.ready: the venv is installed and, for 0.27.1, patched by
-# the tool for good; the driver's engines may start on it (--ready).
-if [ "$version" = 0.27.1 ] && [ -z "${RI_NO_TOOL_RUNS:-}" ]; then
-    READY="$store/venv-$version.ready" PY="$venv/bin/python" RESULTS=$results \
-        bash "$here/real_install.sh" > "$results/tool-runs-log.txt" 2>&1
+# STORE/venv-VERSION.ready: the venv is installed and, for a release the tool
+# patches, patched by it for good; the driver's engines may start on it
+# (--ready).
+case $version in 0.26.*|0.27.*) patches=1 ;; *) patches= ;; esac
+if [ -n "$patches" ] && [ -z "${RI_NO_TOOL_RUNS:-}" ]; then
+    tool_results=$results
+    [ "$version" = 0.27.1 ] || tool_results=$results/tool-$version
+    mkdir -p "$tool_results"
+    # One release's runs at a time: two verify --gpu would share the GPU.
+    lock=()
+    command -v flock > /dev/null && lock=(flock "$store/tool-runs.lock")
+    ${lock[@]+"${lock[@]}"} env READY="$store/venv-$version.ready" \
+        PY="$venv/bin/python" RESULTS="$tool_results" \
+        bash "$here/real_install.sh" > "$tool_results/tool-runs-log.txt" 2>&1
     say "tool runs: exit $?"
 else
     touch "$store/venv-$version.ready"
