@@ -715,3 +715,52 @@ def test_bfloat16_engines_get_the_chi_square_on_their_sampled_tokens(weights, pa
     key = (f"sampled dflash2_graph_bf16 ~ base_graph_bf16 (chi-square, every p > "
            f"{driver.P_THRESHOLD})")
     assert checks[key]["pass"] is passes
+
+
+FA3 = {"model.layers.0.self_attn.attn": "FLASH_ATTN (FA3)"}
+TRITON = {"model.layers.0.self_attn.attn": "TRITON_ATTN"}
+GREEDY_RESULT = {"greedy": [[1, 2, 3], [4, 5]], "attention": FA3,
+                 "counters_greedy": {"num_drafts": 4.0, "num_draft_tokens": 12.0,
+                                     "num_accepted_tokens": 5.0}}
+
+
+def _run_dir(folder: Path, version: str, results: dict, checkpoint: bytes = b"w") -> Path:
+    (folder / "models" / "tiny").mkdir(parents=True)
+    (folder / "models" / "tiny" / "model.safetensors").write_bytes(checkpoint)
+    (folder / "summary.json").write_text("{}")
+    for name, result in results.items():
+        (folder / f"{name}.json").write_text(json.dumps({"version": version, **result}))
+    return folder
+
+
+@pytest.mark.parametrize("second, checkpoint, identical, line", [
+    ({"dflash2_eager_bf16": GREEDY_RESULT}, b"w", True,
+     "PASS  dflash2_eager_bf16: 0.27.1 vs 0.26.0"),
+    ({"dflash2_eager_bf16": {**GREEDY_RESULT, "greedy": [[1, 2, 3], [4, 6]]}}, b"w", False,
+     "FAIL  dflash2_eager_bf16: 0.27.1 vs 0.26.0: greedy: 1/2 prompts identical"),
+    ({"dflash2_eager_bf16": {**GREEDY_RESULT, "counters_greedy": {"num_drafts": 5.0}}}, b"w",
+     False, "FAIL  dflash2_eager_bf16"),
+    ({"dflash2_eager_bf16": {**GREEDY_RESULT, "attention": TRITON}}, b"w", False,
+     "SKIP  dflash2_eager_bf16: 0.27.1 vs 0.26.0: other attention backends"),
+    ({"dflash2_eager_bf16": {"error": "exit 1"}}, b"w", False,
+     "SKIP  dflash2_eager_bf16: 0.27.1 vs 0.26.0: an engine did not finish"),
+    ({"dflash2_eager_bf16": GREEDY_RESULT}, b"other weights", False,
+     "FAIL  the two runs wrote different checkpoints or prompts"),
+], ids=["same", "other-greedy", "other-counters", "other-attention", "crashed",
+        "other-checkpoints"])
+def test_two_runs_are_held_to_each_other_where_both_ran_with_the_same_attention(
+        tmp_path, second, checkpoint, identical, line):
+    first = _run_dir(tmp_path / "a", "0.27.1", {"dflash2_eager_bf16": GREEDY_RESULT})
+    other = _run_dir(tmp_path / "b", "0.26.0", second, checkpoint)
+    found, lines = driver.compare_runs(first, other)
+    assert found is identical
+    assert any(printed.startswith(line) for printed in lines), lines
+
+
+def test_another_releases_preset_runs_the_closure_trees_engines_alone():
+    names = driver.config_names("release")
+    assert {driver.config_of(n)["tree"] for n in names} == {"closure"}
+    for expected in ("dflash2_eager_bf16", "prod_dflash2_graph", "dflash2_swa_graph",
+                     "base_longctx_graph", "dflash2_prob_graph"):
+        assert expected in names
+    assert not {"pr_dflash2_swa_graph", "up_dflash2_eager", "new_dflash2_prob_graph"} & set(names)

@@ -6,6 +6,7 @@ and the newest upstream release.
                                       [--configs a,b,...] [--tp N] [--reuse]
     python3 scripts/gpu/driver.py models --out DIR [--shapes tiny,prod]
     python3 scripts/gpu/driver.py plan --out DIR [--configs closure]
+    python3 scripts/gpu/driver.py compare-runs DIR_A DIR_B
 
 `run` writes random checkpoints (safetensors, the upstream layout) - a Qwen3
 target, a DFlash2 draft and a DFlash1 draft, at two shapes: `tiny` (hidden
@@ -57,6 +58,14 @@ engines, eager and graph, on all four trees and every variant (31 engines).
 Every engine writes its result file as it goes; a failed phase or engine is
 reported and the rest still run. Exit status 0 when every check passes; DIR
 gets summary.json and one log and one result per engine.
+
+`run --closure-release 0.26.0` labels the closure tree (and `pr_`) with
+another release the tool patches, whose venv `--python-0271` then names;
+`compare-runs` holds two runs' engines to each other, configuration by
+configuration where both ran it with the same attention backend: the same
+greedy tokens, seeded sampled tokens and counters (the checkpoints are
+seeded, so two runs write the same ones; it checks that they did). So
+0.26.0 patched is held to 0.27.1 patched.
 
 The random weights are shaped so that drafting does something: the target is
 close to a bigram model whose greedy successor of each of four "cycle" tokens
@@ -120,7 +129,10 @@ KINDS = ("base", "dflash2", "dflash1")
 # --only-pr` (pr_), upstream 0.28.0 (up_) and the newest upstream release
 # that runs on the device (new_, labelled with its METADATA's version).
 TREES = {"closure": "", "pr": "pr_", "up": "up_", "new": "new_"}
-TREE_VERSIONS = {"closure": VERSIONS[0], "pr": f"{VERSIONS[0]} --only-pr",
+# The release the closure tree holds: 0.27.1, or another the tool patches
+# (`run --closure-release`, which the engines it starts read from here).
+CLOSURE_RELEASE = os.environ.get("DRIVER_CLOSURE_RELEASE") or VERSIONS[0]
+TREE_VERSIONS = {"closure": CLOSURE_RELEASE, "pr": f"{CLOSURE_RELEASE} --only-pr",
                  "up": VERSIONS[1], "new": "newest"}
 UPSTREAM_TREES = ("up", "new")
 # A variant runs a DFlash2 draft (or, for base, the target alone) on inputs
@@ -161,8 +173,13 @@ CLOSURE_VARIANTS = [
     "new_dflash2_prob_graph",
 ]
 CLOSURE_CONFIGS = CLOSURE_PLAIN + CLOSURE_VARIANTS
+# Another release the tool patches (`run --closure-release`): the closure
+# tree's checks and variants alone, to hold against 0.27.1's (compare-runs).
+RELEASE_CONFIGS = [name for name in CHECK_CONFIGS + CLOSURE_VARIANTS
+                   if not name.startswith(tuple(p for p in TREES.values() if p))]
 PRESETS = {"default": CHECK_CONFIGS, "closure": CLOSURE_CONFIGS,
-           "closure-plain": CLOSURE_PLAIN, "closure-variants": CLOSURE_VARIANTS}
+           "closure-plain": CLOSURE_PLAIN, "closure-variants": CLOSURE_VARIANTS,
+           "release": RELEASE_CONFIGS}
 THROUGHPUT_CONFIGS = ["tput_base", "tput_dflash2", "tput_up_base", "tput_up_dflash2"]
 CUDA_FAULT = re.compile(r"illegal memory access|CUDA error|device-side assert")
 # NVLink multicast can take a shared host's GPUs out of service: off everywhere.
@@ -190,7 +207,7 @@ def config_of(name: str) -> dict:
     """
     parts = name.split("_")
     config = {"name": name, "role": "check", "tp": 1, "executor": None,
-              "tree": "closure", "version": VERSIONS[0], "shape": "tiny",
+              "tree": "closure", "version": TREE_VERSIONS["closure"], "shape": "tiny",
               "dtype": "float32", "eager": True, "draft": None, "variant": None}
     if parts and parts[0] == "tput":
         config.update(role="throughput", shape="prod", dtype="bfloat16", eager=False)
@@ -545,7 +562,7 @@ def run_serve(models_by_shape: dict, result_path: Path, port: int, timeout: floa
 
     models = models_by_shape["tiny"]
     s = SHAPES["tiny"]
-    result = {"config": "serve", "version": VERSIONS[0], "dtype": dtype, "errors": {}}
+    result = {"config": "serve", "version": TREE_VERSIONS["closure"], "dtype": dtype, "errors": {}}
     env = dict(os.environ)
     # The OpenAI server's engine core runs in a process of its own.
     env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
@@ -786,6 +803,61 @@ def compare_versions(ours: dict, upstream: dict,
              upstream.get("seeded_repeat_equal"),
              f"{ours.get('seeded_repeat_equal')} vs {upstream.get('seeded_repeat_equal')}")
     return report
+
+
+def _run_results(run: Path) -> dict[str, dict]:
+    """A run directory's engine results, by configuration name."""
+    found = {}
+    for path in sorted(run.glob("*.json")):
+        try:
+            config_of(path.stem)
+        except ValueError:
+            continue  # summary.json, models.json, serve.json
+        found[path.stem] = json.loads(path.read_text())
+    return found
+
+
+def _checkpoint_digests(run: Path) -> dict[str, str]:
+    """Every file of the run's checkpoints and prompts, by path under models/."""
+    import hashlib
+
+    root = run / "models"
+    return {str(path.relative_to(root)): hashlib.sha256(path.read_bytes()).hexdigest()
+            for path in sorted(root.rglob("*")) if path.is_file()}
+
+
+def compare_runs(first: Path, second: Path) -> tuple[bool, list[str]]:
+    """Hold two runs' engines to each other (compare_versions), where both
+    ran a configuration with the same attention backend: (all identical and
+    at least one compared, one line per configuration)."""
+    lines = []
+    if _checkpoint_digests(first) != _checkpoint_digests(second):
+        return False, ["FAIL  the two runs wrote different checkpoints or prompts"]
+    ours, theirs = _run_results(first), _run_results(second)
+    compared = 0
+    passed = True
+    for name in sorted(set(ours) & set(theirs)):
+        a, b = ours[name], theirs[name]
+        label = f"{a.get('version', '?')} vs {b.get('version', '?')}"
+        if "error" in a or "error" in b:
+            lines.append(f"SKIP  {name}: {label}: an engine did not finish")
+            continue
+        if a.get("attention") != b.get("attention"):
+            lines.append(f"SKIP  {name}: {label}: other attention backends "
+                         f"({attention_by_backend(a.get('attention') or {})} | "
+                         f"{attention_by_backend(b.get('attention') or {})})")
+            continue
+        report = compare_versions(a, b, labels=(a.get("version"), b.get("version")))
+        compared += 1
+        passed &= report["identical"]
+        detail = "; ".join(f"{key}: {part['figure']}" for key, part in report["parts"].items()
+                           if not part["equal"] or key == "greedy")
+        lines.append(f"{'PASS' if report['identical'] else 'FAIL'}  {name}: {label}: {detail}")
+    for name in sorted(set(ours) ^ set(theirs)):
+        lines.append(f"INFO  {name}: in one run only")
+    if not compared:
+        lines.append("FAIL  no configuration both runs finished with the same attention backend")
+    return passed and compared > 0, lines
 
 
 def throughput_table(results: dict) -> dict | None:
@@ -1282,6 +1354,11 @@ def _collect(out: Path, procs: dict, deadline: float, results: dict) -> None:
 
 
 def run_all(args) -> int:
+    if args.closure_release:
+        # The engines this starts read it when they import this module.
+        os.environ["DRIVER_CLOSURE_RELEASE"] = args.closure_release
+        TREE_VERSIONS.update(closure=args.closure_release,
+                             pr=f"{args.closure_release} --only-pr")
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
     phases = [p for p in args.phases.split(",") if p]
@@ -1488,6 +1565,12 @@ def main() -> int:
                      help="leave VLLM_USE_FLASHINFER_SAMPLER to vLLM (on CUDA its default "
                           "is FlashInfer's sampler, which a venv made by pip has); "
                           "otherwise every engine runs the PyTorch sampler")
+    run.add_argument("--closure-release", help="the release the closure tree (and pr_) "
+                     "holds, where --python-0271 names another release's venv the tool "
+                     "patched (0.26.0); default 0.27.1")
+    runs = sub.add_parser("compare-runs", help="hold two runs' engines to each other")
+    runs.add_argument("first", type=Path)
+    runs.add_argument("second", type=Path)
     models = sub.add_parser("models", help="only write the checkpoints")
     models.add_argument("--out", type=Path, required=True)
     models.add_argument("--shapes", default="tiny")
@@ -1506,6 +1589,10 @@ def main() -> int:
     serve.add_argument("--timeout", type=float, required=True)
     serve.add_argument("--dtype", default="float32")
     args = parser.parse_args()
+    if args.command == "compare-runs":
+        identical, lines = compare_runs(args.first, args.second)
+        print("\n".join(lines))
+        return 0 if identical else 1
     if args.command == "models":
         print(json.dumps({shape: write_models(args.out, shape)
                           for shape in args.shapes.split(",")}, indent=1))

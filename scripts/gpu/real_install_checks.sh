@@ -8,7 +8,12 @@
 # verify --gpu still run.
 #
 #     CONFIGS=a,b,... [PHASES=check,serve] [REUSE=1] [STACK_DUMP_S=40] \
-#         bash scripts/gpu/real_install_checks.sh SECONDS
+#         [RELEASE=0.26.0] bash scripts/gpu/real_install_checks.sh SECONDS
+#
+# RELEASE names another release the tool patched for the closure's engines
+# (no prefix), in STORE/venv-RELEASE, into a run of its own (STORE/drv-RELEASE);
+# `driver.py compare-runs STORE/drv STORE/drv-RELEASE` then holds its engines
+# to 0.27.1's, configuration by configuration.
 #
 # SECONDS bounds the engines (the driver's --timeout); the server, if
 # PHASES has serve, runs in bfloat16 so that it gets FlashAttention too.
@@ -19,7 +24,10 @@
 set -u
 store=${RI_STORE:-/tmp/ri}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+release=${RELEASE:-0.27.1}
+closure=$store/venv-$release
 run=${RUN:-$store/drv}
+[ "$release" = 0.27.1 ] || run=${RUN:-$store/drv-$release}
 results=${RESULTS:-$store/results}
 budget=${1:?the seconds the engines may take}
 stamp=$(date +%H%M%S)
@@ -36,11 +44,11 @@ sampler=$!
 python3 "$here/driver.py" run --out "$run" --phases "${PHASES:-check}" \
     --configs "${CONFIGS:?which configurations}" --attention-backend auto \
     --serve-dtype bfloat16 ${SAMPLER_FLAG} \
-    --python-0271 "$store/venv-0.27.1/bin/python" \
+    --python-0271 "$closure/bin/python" --closure-release "$release" \
     --python-0280 "$store/venv-0.28.0/bin/python" \
     --tree-0271 "$store/no-tree" --tree-0280 "$store/no-tree" \
     --tree-0271pr "$store/no-tree" --tree-new "$store/no-tree" --site "$store/no-tree" \
-    --ready "closure=$store/venv-0.27.1.ready" --ready "up=$store/venv-0.28.0.ready" \
+    --ready "closure=$closure.ready" --ready "up=$store/venv-0.28.0.ready" \
     --timeout "$budget" ${REUSE:+--reuse} > "$results/driver-$stamp.txt" 2>&1
 code=$?
 kill $sampler 2>/dev/null
