@@ -23,8 +23,7 @@ build's, kept across runs (harness.MODELINFOS).
 `edit_set_pythons`: 0.27.1 pristine, patched by `apply --only-pr` and by
 `apply`, as the interpreters of testkit venvs over them (pytest and
 compressed-tensors added), and the same of 0.26.0 (`edit_set_release` says
-which); `sampling_pythons` the 0.27.1 ones alone; `edit_sets_of(version)`
-the same for any release.
+which); `edit_sets_of(version)` the same for any release.
 
 `versioned_venvs(version, torch="cpu")`: {"pristine": venv, "patched": venv}
 for any vLLM release in env.VLLM_VERSIONS (0.27.1, 0.27.0, 0.26.0), on torch's CPU
@@ -118,15 +117,6 @@ def edit_set_release(request) -> str:
 def edit_set_pythons(base_venv, edit_sets_of, edit_set_release) -> dict[str, Path]:
     """edit_sets_of(edit_set_release)."""
     return edit_sets_of(edit_set_release)
-
-
-@pytest.fixture(scope="session")
-def sampling_pythons(edit_sets_of) -> dict[str, Path]:
-    """edit_sets_of(0.27.1), for the samplers' statistics alone: on 0.26.0,
-    whose gumbel.py is 0.27.1's byte for byte and where the edits' other
-    hunks find the same code, Triton 3.6's interpreter (runtime_guest's
-    shortcuts are 3.8's) takes six and a half minutes for them."""
-    return edit_sets_of(runtime_env.VLLM_VERSION)
 
 
 @pytest.fixture(scope="session")

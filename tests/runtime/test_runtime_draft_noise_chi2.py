@@ -1,10 +1,11 @@
-"""Probabilistic DFlash2 drafting through 0.27.1's verification is unbiased
-with the draft noise stream, and biased without it.
+"""Probabilistic DFlash2 drafting through the verification of vLLM 0.27.1
+and of 0.26.0 is unbiased with the draft noise stream, and biased without
+it.
 
 Each trial drafts one token with the DFlash2 walk (every token of a small
 vocabulary a candidate, the draft distribution's logits as the walk's
 scores), caches the walked distribution as the speculator does, and runs
-0.27.1's `rejection_sample` on it: the token it keeps must follow the
+the release's `rejection_sample` on it: the token it keeps must follow the
 target's softmax. Without the salt the walk draws the very noise the
 rejection sampler resamples with after rejecting it, and the output leans
 away from the tokens the draft ranks high. The pair below was chosen by a
@@ -13,8 +14,8 @@ torch simulation of the coupled sampler for a large bias per sample (about
 upstream's threshold, in about half a minute of CPU in Triton's interpreter
 per venv (the two run side by side).
 
-The unfixed state is the 0.27.1 patched with the DFlash2 PR's edits alone
-(pristine 0.27.1 has no DFlash2 walk); it draws as upstream 0.28.0 does.
+The unfixed state is the release patched with the DFlash2 PR's edits alone
+(as it ships it has no DFlash2 walk); it draws as upstream 0.28.0 does.
 """
 
 from __future__ import annotations
@@ -37,12 +38,12 @@ def threshold(dof: int) -> float:
 
 
 @pytest.fixture(scope="module")
-def statistics(snippets, sampling_pythons):
+def statistics(snippets, edit_set_pythons):
     code = "import closure_probe, sys, json; closure_probe.main(json.loads(sys.argv[1]))"
     request = {"checks": {"chi2": ["walk_chi_square",
                                    {"target": TARGET, "draft": DRAFT, "trials": TRIALS}]}}
     runs = [snippets.start(python, code, args=[json.dumps(request)], timeout=900)
-            for python in (sampling_pythons["patched"], sampling_pythons["only-pr"])]
+            for python in (edit_set_pythons["patched"], edit_set_pythons["only-pr"])]
     seen = {}
     for venv, result in zip(("patched", "only_pr"), snippets.gather(runs)):
         assert result["chi2"]["ok"], result["chi2"]["error"]

@@ -1,14 +1,17 @@
 """The shortcuts runtime_guest takes in Triton's interpreter (triton.language
 patched once per kernel launch, Philox's rounds in numpy, numpy types looked
-up once) change what the kernels compute in no bit: 0.27.1's own Gumbel
-sampler, in fp32 and fp64, and Philox's words drawn every way a kernel can
-ask for them (scalar and block offsets, 32- and 64-bit offsets, seeds of
-either sign) come out the same with them as without, in one interpreter;
-and they were taken."""
+up once) change what the kernels compute in no bit, in Triton 3.8 (vLLM
+0.27.1's) and 3.6 (0.26.0's): the release's own Gumbel sampler, in fp32
+and fp64, and Philox's words drawn every way a kernel can ask for them
+(scalar and block offsets, 32- and 64-bit offsets, seeds of either sign)
+come out the same with them as without, in one interpreter; and they were
+taken."""
 
 from __future__ import annotations
 
 import pytest
+
+from tests.runtime import env as runtime_env
 
 pytestmark = pytest.mark.runtime
 
@@ -97,8 +100,9 @@ emit({
 """
 
 
-def test_the_interpreter_shortcuts_change_no_draw(run_snippet, pristine_python):
-    seen = run_snippet(pristine_python, CODE)
+@pytest.mark.parametrize("release", ["0.27.1", "0.26.0"], ids=["triton-3.8", "triton-3.6"])
+def test_the_interpreter_shortcuts_change_no_draw(run_snippet, versioned_venvs, release):
+    seen = run_snippet(runtime_env.venv_python(versioned_venvs(release)["pristine"]), CODE)
     assert seen["tensors"] >= 7
     assert seen["same"] == [True] * seen["tensors"]
     # Taken: triton.language is patched at most a few times per launch, not

@@ -2,7 +2,7 @@
 several engine steps with the per-step seed, and biased without it.
 
 Each trial is a request through two engine steps, each drafting two tokens
-with the DFlash2 walk and verifying them with 0.27.1's `rejection_sample`
+with the DFlash2 walk and verifying them with the release's `rejection_sample`
 (`use_block_verification=True`), the draft-logit cache written as the
 speculator writes it (venv_side/step_seed_probe.py, Triton's interpreter).
 When the first block keeps fewer than two drafts, the second step drafts and
@@ -17,7 +17,8 @@ trial with the draws reused and none with the step mixed in; most of it is
 the acceptance uniform, so the walk's own mixing is held by a test of its
 draws (a position drafted at step 1 and then at step 0 draws afresh).
 
-Three trees: 0.27.1 patched by `apply`; the same with `spec_step_seed`
+Three trees of each release the edits take a form for (0.27.1, 0.26.0;
+`edit_set_pythons`): patched by `apply`; the same with `spec_step_seed`
 replaced by the request's seed in the rejection sampler and in the DFlash2
 walk before any kernel runs (every other fix in place, so the difference is
 the per-step seed alone); and patched by `apply --only-pr` (0.28.0's
@@ -42,12 +43,12 @@ UNMIXED = ["uniform", "walk"]
 
 
 @pytest.fixture(scope="module")
-def seen(snippets, sampling_pythons) -> dict[str, dict]:
+def seen(snippets, edit_set_pythons) -> dict[str, dict]:
     code = "import sys, json, step_seed_probe; step_seed_probe.main(json.loads(sys.argv[1]))"
     runs = {
-        "patched": (sampling_pythons["patched"], {}),
-        "patched-unmixed": (sampling_pythons["patched"], {"unmix": UNMIXED}),
-        "only-pr": (sampling_pythons["only-pr"], {}),
+        "patched": (edit_set_pythons["patched"], {}),
+        "patched-unmixed": (edit_set_pythons["patched"], {"unmix": UNMIXED}),
+        "only-pr": (edit_set_pythons["only-pr"], {}),
     }
     started = {
         name: snippets.start(python, code, timeout=1200, args=[json.dumps({"checks": {

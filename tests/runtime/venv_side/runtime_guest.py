@@ -111,9 +111,10 @@ def index_scalars_as_numpy_allows() -> None:
     interpreter._patch_lang_tensor = patch_lang_tensor
 
 
-# The interpreter release the shortcuts below were read against; another one
-# runs as it ships.
-_SHORTCUTS_TRITON = "3.8."
+# The interpreter releases the shortcuts below were read against (3.8, and
+# 3.6, vLLM 0.26.0's, whose interpreter has the same structure there);
+# another one runs as it ships.
+_SHORTCUTS_TRITON = ("3.8.", "3.6.")
 
 
 def _speed_up_interpreter() -> None:
