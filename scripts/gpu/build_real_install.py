@@ -16,8 +16,9 @@ What it does, all under OUT (git-ignored; nothing of it is ever committed):
    interpreter that runs it, whatever --python-version says.
 2. For each vLLM version, pip's own resolution of `vllm==V torch===2.13.0`
    (`torch==2.11.0` for 0.26.0: `==`, so that the image's 2.11.0+cu130
-   satisfies it on the machine) for CPython 3.12 on manylinux x86_64 (`pip install --dry-run --report
-   --ignore-installed`), kept as OUT/closure-V.json: the full dependency
+   satisfies it on the machine) for CPython 3.12 on manylinux x86_64 (`pip
+   install --dry-run --report --ignore-installed`), kept as
+   OUT/closure-V.json: the full dependency
    closure a user's `pip install` gets on an empty interpreter.
 3. Every wheel of both closures, downloaded once into OUT/pool (checked
    against the sha256 the index gave), and the tool's: its wheel built from a

@@ -23,7 +23,7 @@ build's, kept across runs (harness.MODELINFOS).
 `edit_set_pythons`: 0.27.1 pristine, patched by `apply --only-pr` and by
 `apply`, as the interpreters of testkit venvs over them (pytest and
 compressed-tensors added), and the same of 0.26.0 (`edit_set_release` says
-which); `edit_sets_of(version)` the same for any release.
+which).
 
 `versioned_venvs(version, torch="cpu")`: {"pristine": venv, "patched": venv}
 for any vLLM release in env.VLLM_VERSIONS (0.27.1, 0.27.0, 0.26.0), on torch's CPU
@@ -82,30 +82,6 @@ def versioned_venvs(base_venv):
     return venvs_of
 
 
-@pytest.fixture(scope="session")
-def edit_sets_of():
-    """edit_sets_of(version): that release three ways, by name: "pristine",
-    "only-pr" (patched by `apply --only-pr`) and "patched" (by `apply`); each
-    the interpreter of its testkit venv, which adds pytest and
-    compressed-tensors (env.testkit_env)."""
-    built: dict[str, dict[str, Path]] = {}
-
-    def pythons(version: str) -> dict[str, Path]:
-        if version not in built:
-            venvs = {
-                "pristine": runtime_env.pristine_env(version),
-                "only-pr": runtime_env.patched_env(version, only_pr=True),
-                "patched": runtime_env.patched_env(version),
-            }
-            built[version] = {
-                name: runtime_env.venv_python(runtime_env.testkit_env(venv))
-                for name, venv in venvs.items()
-            }
-        return built[version]
-
-    return pythons
-
-
 @pytest.fixture(scope="session", params=runtime_env.EDIT_SET_VERSIONS)
 def edit_set_release(request) -> str:
     """Each release whose edits take a form of their own (0.27.0's targets
@@ -114,9 +90,20 @@ def edit_set_release(request) -> str:
 
 
 @pytest.fixture(scope="session")
-def edit_set_pythons(base_venv, edit_sets_of, edit_set_release) -> dict[str, Path]:
-    """edit_sets_of(edit_set_release)."""
-    return edit_sets_of(edit_set_release)
+def edit_set_pythons(base_venv, edit_set_release) -> dict[str, Path]:
+    """That release three ways, by name: "pristine", "only-pr" (patched by
+    `apply --only-pr`) and "patched" (by `apply`); each the interpreter of
+    its testkit venv, which adds pytest and compressed-tensors
+    (env.testkit_env)."""
+    venvs = {
+        "pristine": runtime_env.pristine_env(edit_set_release),
+        "only-pr": runtime_env.patched_env(edit_set_release, only_pr=True),
+        "patched": runtime_env.patched_env(edit_set_release),
+    }
+    return {
+        name: runtime_env.venv_python(runtime_env.testkit_env(venv))
+        for name, venv in venvs.items()
+    }
 
 
 @pytest.fixture(scope="session")

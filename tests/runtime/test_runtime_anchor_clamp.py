@@ -25,7 +25,7 @@ import builtins
 
 import pytest
 
-from tests.runtime.test_runtime_upstream_fixes import RELEASES, RUN_PYTEST
+from tests.runtime.test_runtime_upstream_fixes import RUN_PYTEST
 from tests.upstream import upstream_tests
 
 pytestmark = pytest.mark.runtime
@@ -75,14 +75,13 @@ def upstream_test_alone(source: str) -> str:
     return IMPORTS + "\n\n" + ast.get_source_segment(source, function) + "\n"
 
 
-@pytest.fixture(scope="module", params=RELEASES)
-def outcomes(request, snippets, edit_sets_of, tmp_path_factory) -> dict[str, dict]:
+@pytest.fixture(scope="module")
+def outcomes(snippets, edit_set_pythons, tmp_path_factory) -> dict[str, dict]:
     upstream = upstream_tests(VERSION, RELATIVE) / "tests" / RELATIVE
     test_file = tmp_path_factory.mktemp("upstream") / "test_dflash2_anchor_clamp.py"
     test_file.write_text(upstream_test_alone(upstream.read_text()))
     trees = ("only-pr", "patched")
-    pythons = edit_sets_of(request.param)
-    runs = [snippets.start(pythons[tree], RUN_PYTEST, args=[str(test_file)])
+    runs = [snippets.start(edit_set_pythons[tree], RUN_PYTEST, args=[str(test_file)])
             for tree in trees]
     return dict(zip(trees, snippets.gather(runs)))
 

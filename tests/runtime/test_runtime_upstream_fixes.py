@@ -50,8 +50,8 @@ from tests.upstream import upstream_tests
 
 pytestmark = pytest.mark.runtime
 
-#: The releases upstream's tests run on, each three ways.
-RELEASES = ("0.27.1", "0.26.0")
+#: Upstream's tests run on each release whose edits take a form of their
+#: own (`edit_set_release`), three ways.
 TREES = ("pristine", "only-pr", "patched")
 
 #: The draft max_position_embeddings fix (#57941), 0.33.0: the helper's
@@ -65,11 +65,6 @@ UNFIXED_FAILURES: dict[str, set[str] | None] = {
     "0.27.1": {f"test_override_skips_other_rope_types[rope_parameters{i}]" for i in range(4)},
     "0.26.0": None,
 }
-
-
-@pytest.fixture(scope="module", params=RELEASES)
-def release(request) -> str:
-    return request.param
 
 
 def start_upstream(python: Path, version: str, relative: str, select: str, snippets,
@@ -106,11 +101,11 @@ def read_outcomes(run: subprocess.Popen, report: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def max_position(edit_sets_of, release, snippets, tmp_path_factory) -> dict[str, dict[str, str]]:
+def max_position(edit_set_pythons, snippets, tmp_path_factory) -> dict[str, dict[str, str]]:
     # The three trees side by side: each run is a fresh pytest of its own.
     started = {
         name: start_upstream(python, *MAX_POSITION, snippets, tmp_path_factory.mktemp(name))
-        for name, python in edit_sets_of(release).items()
+        for name, python in edit_set_pythons.items()
     }
     try:
         return {name: read_outcomes(*run) for name, run in started.items()}
@@ -128,11 +123,11 @@ def test_upstream_s_max_position_tests_pass_on_the_patched_tree(max_position) ->
 
 @pytest.mark.parametrize("tree", ["pristine", "only-pr"])
 def test_upstream_s_max_position_tests_fail_where_the_fix_is_missing(
-    max_position, release, tree: str
+    max_position, edit_set_release, tree: str
 ) -> None:
     outcomes = max_position[tree]
     assert set(outcomes) == set(max_position["patched"])
-    unfixed = UNFIXED_FAILURES[release]
+    unfixed = UNFIXED_FAILURES[edit_set_release]
     unfixed = set(outcomes) if unfixed is None else unfixed
     assert {name for name, outcome in outcomes.items() if outcome != "passed"} == unfixed
     assert {outcomes[name] for name in unfixed} == {"failed"}
@@ -238,13 +233,12 @@ def for_release(release: str, name: str, source: str) -> tuple[str, list[str]]:
 
 
 @pytest.fixture(scope="module")
-def prepare_inputs_on_cpu(snippets, edit_sets_of, release, tmp_path_factory):
+def prepare_inputs_on_cpu(snippets, edit_set_pythons, edit_set_release, tmp_path_factory):
     upstream = upstream_tests("0.28.0", PREPARE_INPUTS) / "tests" / PREPARE_INPUTS
     scratch = tmp_path_factory.mktemp("upstream")
-    source, _ = for_release(release, upstream.name, cpu_adapted(upstream.read_text()))
+    source, _ = for_release(edit_set_release, upstream.name, cpu_adapted(upstream.read_text()))
     (scratch / upstream.name).write_text(source)
-    pythons = edit_sets_of(release)
-    runs = [snippets.start(pythons[tree], RUN_PYTEST, args=[str(scratch / upstream.name)])
+    runs = [snippets.start(edit_set_pythons[tree], RUN_PYTEST, args=[str(scratch / upstream.name)])
             for tree in TREES]
     return dict(zip(TREES, snippets.gather(runs)))
 
@@ -305,17 +299,16 @@ CAUSALITY_UNFIXED = {
 
 
 @pytest.fixture(scope="module")
-def dflash2_tests(snippets, edit_sets_of, release, tmp_path_factory):
+def dflash2_tests(snippets, edit_set_pythons, edit_set_release, tmp_path_factory):
     root = upstream_tests("0.28.0", *DFLASH2_FILES) / "tests"
     scratch = tmp_path_factory.mktemp("upstream")
     arguments = ["--continue-on-collection-errors", "--rootdir", str(scratch)]
     for relative in DFLASH2_FILES:
         name = Path(relative).name
-        source, deselect = for_release(release, name, (root / relative).read_text())
+        source, deselect = for_release(edit_set_release, name, (root / relative).read_text())
         (scratch / name).write_text(source)
         arguments += [str(scratch / name), *deselect]
-    pythons = edit_sets_of(release)
-    runs = [snippets.start(pythons[tree], RUN_PYTEST, args=arguments) for tree in TREES]
+    runs = [snippets.start(edit_set_pythons[tree], RUN_PYTEST, args=arguments) for tree in TREES]
     return dict(zip(TREES, snippets.gather(runs)))
 
 
@@ -324,19 +317,19 @@ def expected_dflash2_tests(release: str) -> list[str]:
 
 
 @pytest.mark.parametrize("tree", ["only-pr", "patched"])
-def test_upstream_0_28_0s_dflash2_tests_pass_where_the_pr_is_applied(dflash2_tests, release, tree):
+def test_upstream_0_28_0s_dflash2_tests_pass_where_the_pr_is_applied(dflash2_tests, edit_set_release, tree):
     ran = dflash2_tests[tree]
-    assert ran["outcomes"] == dict.fromkeys(expected_dflash2_tests(release), "passed"), ran
+    assert ran["outcomes"] == dict.fromkeys(expected_dflash2_tests(edit_set_release), "passed"), ran
     assert ran["exit"] == 0
 
 
 def test_and_on_the_release_as_it_ships_dflash2_is_missing_and_causality_inferred(
-    dflash2_tests, release
+    dflash2_tests, edit_set_release
 ):
     ran = dflash2_tests["pristine"]["outcomes"]
     assert ran.pop("test_dflash2.py").startswith("error: "), ran
     assert set(ran) == set(CAUSALITY_TESTS) | (
-        set() if release == "0.26.0" else set(CAUSALITY_TESTS_0_27)
+        set() if edit_set_release == "0.26.0" else set(CAUSALITY_TESTS_0_27)
     )
     assert {name for name, outcome in ran.items() if outcome != "passed"} == CAUSALITY_UNFIXED
     assert all(ran[name].startswith("failed") for name in CAUSALITY_UNFIXED)
