@@ -111,26 +111,24 @@ class DraftPositions(Writer):
             assert isinstance(site, Helpers) and site.function is not None
             doomed = [found.statement, locate(tree, site.function).statement]
             return tree.with_changes(body=removed(tree.body, doomed))
-        if isinstance(site, Inserted):
+        if hunk is SHARES_HUNK or isinstance(site, Inserted):
+            # A whole statement of the backport's: it goes, blank lines handed back.
             return found.with_siblings(removed(found.siblings, [found.statement]))
         if hunk is GUARD_HUNK:
             assert isinstance(site, Guarded)
             tree = found.replaced()
             return _with_parameters(tree, site, lambda params: without_last(params.params))
-        if hunk is ARMS_HUNK:
-            assert isinstance(site, Arms) and site.dflash is not None
-            # The judge found the DFlash arm right after the EAGLE one.
-            assert locate(tree, site.dflash).position == found.position + 1
-            arm = found.node
-            assert isinstance(arm, cst.If)
-            without = _with_call_argument(
-                arm, lambda call: call.with_changes(args=without_last(call.args))
-            )
-            siblings = found.siblings
-            siblings[found.position : found.position + 2] = [without]
-            return found.with_siblings(siblings)
-        assert hunk is SHARES_HUNK
-        return found.with_siblings(removed(found.siblings, [found.statement]))
+        assert hunk is ARMS_HUNK and isinstance(site, Arms) and site.dflash is not None
+        # The judge found the DFlash arm right after the EAGLE one.
+        assert locate(tree, site.dflash).position == found.position + 1
+        arm = found.node
+        assert isinstance(arm, cst.If)
+        without = _with_call_argument(
+            arm, lambda call: call.with_changes(args=without_last(call.args))
+        )
+        siblings = found.siblings
+        siblings[found.position : found.position + 2] = [without]
+        return found.with_siblings(siblings)
 
 
 def _opening(tree: cst.Module, site: Guarded) -> cst.BaseParenthesizableWhitespace:
