@@ -187,6 +187,7 @@ CACHE_LOCATIONS = [
     "XDG_CACHE_HOME",  # Hugging Face, pip, and the rest that follow XDG
     "FLASHINFER_WORKSPACE_BASE",  # FlashInfer's JIT kernels, ~/.cache/flashinfer
     "TMPDIR",
+    "HOME",  # what keeps its cache under ~ itself: ~/.humming, ~/.tilelang
 ]
 
 
@@ -196,3 +197,31 @@ def test_every_cache_the_engines_keep_goes_into_the_scratch_directory(tmp_path, 
     scratch.mkdir()
     environment = verify.scratch_environment(scratch)
     assert Path(environment[name]).is_relative_to(scratch)
+
+
+# What a process run in the scratch environment sees: where a library that
+# caches under the home directory writes, and where `pip install --user`
+# packages are found.
+HOME_PROBE = """
+import json, os, site
+print(json.dumps({
+    "humming": os.path.expanduser("~/.humming/cache"),
+    "tilelang": os.path.expanduser("~/.tilelang/cache"),
+    "user_site": site.getusersitepackages(),
+}))
+"""
+
+
+def test_caches_under_the_home_directory_land_in_the_scratch_and_user_site_stays(tmp_path):
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    environment = verify.scratch_environment(scratch)
+    seen = json.loads(subprocess.run(
+        [sys.executable, "-c", HOME_PROBE], env=environment, capture_output=True,
+        text=True, check=True).stdout)
+    assert Path(seen["humming"]).is_relative_to(scratch)
+    assert Path(seen["tilelang"]).is_relative_to(scratch)
+    outside = json.loads(subprocess.run(
+        [sys.executable, "-c", HOME_PROBE], capture_output=True, text=True,
+        check=True).stdout)
+    assert seen["user_site"] == outside["user_site"]

@@ -20,6 +20,7 @@ import dataclasses
 import json
 import os
 import signal
+import site
 import subprocess
 import sys
 import tempfile
@@ -106,11 +107,20 @@ def write_platform_plugin(directory: Path) -> Path:
 def scratch_environment(scratch: Path) -> dict[str, str]:
     """The probe process's environment: the caller's, with every cache vLLM,
     torch, Triton and CUDA keep (in the home directory or the system temp
-    dir by default) and the temp dir itself inside `scratch`, so that
-    verifying leaves nothing behind; no network."""
+    dir by default), the home directory and the temp dir inside `scratch`,
+    so that verifying leaves nothing behind; no network."""
     environ = dict(os.environ)
     (scratch / "tmp").mkdir()
+    (scratch / "home").mkdir()
     environ.update(
+        # Libraries vLLM's engines import keep caches under the home
+        # directory, each behind a variable of its own (humming-kernels'
+        # ~/.humming, TileLang's ~/.tilelang, seen on a pip-made 0.27.1);
+        # rather than chase every one, the home directory itself moves into
+        # the scratch. The user's own site-packages (pip install --user),
+        # found through it, stay where they are.
+        HOME=str(scratch / "home"),
+        PYTHONUSERBASE=site.getuserbase(),
         VLLM_CACHE_ROOT=str(scratch / "vllm-cache"),
         VLLM_CONFIG_ROOT=str(scratch / "vllm-config"),
         TORCHINDUCTOR_CACHE_DIR=str(scratch / "torchinductor"),
