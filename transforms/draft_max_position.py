@@ -436,8 +436,7 @@ def _arm_0260(source: Source, cls: Found) -> Judged:
     ours = post_init.walk(lambda s: same_meaning(s, DFLASH_ARM_0260))
     if not ours:
         return pending(Inserted(path=wrap.pinned()))
-    index = wrap.path[-1].index
-    previous = source.at(wrap.path[:-1]).statements(wrap.path[-1].field)[index - 1] if index else None
+    previous = source.neighbour(wrap, -1)
     if len(ours) == 1 and previous is not None and ours[0].path == previous.path:
         return applied(Inserted(path=previous.pinned()))
     return drift(
@@ -489,9 +488,7 @@ def _arms(source: Source, cls: Found) -> Judged:
     post_init = exactly_one(cls.defs("__post_init__"), f"one method {CLASS}.__post_init__")
     if isinstance(post_init, Judged):
         return post_init
-    arms = post_init.walk(
-        lambda s: isinstance(s, ast.If) and same_meaning(s.test, EAGLE_TEST)
-    )
+    arms = post_init.walk(_is_eagle_arm)
     if len(arms) != 1:
         return drift(
             f"one `if {EAGLE_TEST}:` arm in {CLASS}.__post_init__ as in vLLM 0.27.1, "
@@ -499,9 +496,7 @@ def _arms(source: Source, cls: Found) -> Judged:
             f"{len(arms)} of them" if arms else f"none, and a {HELPER}",
         )
     (arm,) = arms
-    siblings = source.at(arm.path[:-1]).statements(arm.path[-1].field)
-    index = arm.path[-1].index
-    following = siblings[index + 1] if index + 1 < len(siblings) else None
+    following = source.neighbour(arm, 1)
     dflash = post_init.walk(lambda s: same_meaning(s, DFLASH_ARM))
     if same_meaning(arm.node, EAGLE_ARM) and not dflash:
         return pending(Arms(path=arm.pinned()))

@@ -139,6 +139,13 @@ class Source:
             found = found.statements(step.field)[step.index]
         return found
 
+    def neighbour(self, found: Found, offset: int) -> Found | None:
+        """The statement `offset` places from `found` in its own block
+        (-1: right before it), or None past either end of the block."""
+        siblings = self.at(found.path[:-1]).statements(found.path[-1].field)
+        index = found.path[-1].index + offset
+        return siblings[index] if 0 <= index < len(siblings) else None
+
     def pin(self, path: Path) -> Path:
         """The path with its pin worked out."""
         if not path or path[-1].meaning != PIN:
