@@ -120,10 +120,11 @@ jobs_state
 
 if [ -n "${OUT:-}" ]; then
     tar -czf "$OUT/results.tgz" -C "$store" results logs 2>/dev/null
-    for name in $(for v in $versions; do echo "summary-$v.txt"; done) tool-runs.txt machine.txt; do
+    for name in tool-runs.txt machine.txt; do
         [ -f "$store/results/$name" ] && cp "$store/results/$name" "$OUT/"
     done
     for version in $versions; do
+        [ -f "$store/results/summary-$version.txt" ] && cp "$store/results/summary-$version.txt" "$OUT/"
         [ -f "$store/results/tool-$version/tool-runs.txt" ] &&
             cp "$store/results/tool-$version/tool-runs.txt" "$OUT/tool-runs-$version.txt"
     done
