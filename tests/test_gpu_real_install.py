@@ -339,3 +339,37 @@ def test_the_real_install_runs_on_torch_2_13_with_flashattention_3():
     assert "FAILED" not in found["fa3-extension"], found
     error = float(found["fa3-call"].rsplit(" ", 1)[1])
     assert error < 0.05, found
+
+
+
+FAKE_TOOL = """#!/usr/bin/env bash
+echo "$*" >> "$CALLS"
+"""
+# real_install.sh's commands, in order, before verify --gpu
+TOOL_RUNS = ["--version", "check --python PY", "apply --python PY", "check --python PY",
+             "verify --python PY", "revert --python PY", "apply --python PY",
+             "check --python PY"]
+
+
+@pytest.mark.parametrize("verify_gpu,expected", [
+    (None, TOOL_RUNS + ["verify --gpu --python PY"]),
+    ("1", TOOL_RUNS + ["verify --gpu --python PY"]),
+    ("0", TOOL_RUNS),
+])
+def test_the_tool_runs_end_in_verify_gpu_unless_the_hold_leaves_it_out(
+        tmp_path, verify_gpu, expected):
+    tool = tmp_path / "dflash2-backport"
+    tool.write_text(FAKE_TOOL)
+    tool.chmod(0o755)
+    calls, ready = tmp_path / "calls.txt", tmp_path / "venv.ready"
+    py = tmp_path / "venv-0.27.1" / "bin" / "python"
+    env = dict(os.environ, TOOL=str(tool), PY=str(py), CALLS=str(calls), READY=str(ready),
+               RI_STORE=str(tmp_path / "store"), RESULTS=str(tmp_path / "results"))
+    env.pop("RI_VERIFY_GPU", None)
+    if verify_gpu is not None:
+        env["RI_VERIFY_GPU"] = verify_gpu
+    done = subprocess.run(["bash", str(SCRIPTS / "real_install.sh")], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert calls.read_text().replace(str(py), "PY").splitlines() == expected
+    assert ready.exists()  # the venv is left patched, for the engines, either way

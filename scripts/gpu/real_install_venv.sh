@@ -15,11 +15,11 @@
 #    image's own, for 0.26.0), then vllm==VERSION: pip resolves every
 #    dependency, taking a package the machine has where its version does,
 #    installing the carried wheel where not.
-# 3. `pip check`, `pip list -v` (where each package comes from), and
-#    real_install_probe.py in the venv: torch's CUDA build and libraries,
-#    FlashAttention 3's own extension, vLLM's platform.
-# 4. FlashInfer's JIT kernels built ahead into VENV/flashinfer (in the
-#    background), and for a release the tool patches (0.26.x, 0.27.x):
+# 3. FlashInfer's JIT kernels built ahead into VENV/flashinfer (in the
+#    background), and beside them `pip check`, `pip list -v` (where each
+#    package comes from) and real_install_probe.py in the venv: torch's CUDA
+#    build and libraries, FlashAttention 3's own extension, vLLM's platform.
+# 4. For a release the tool patches (0.26.x, 0.27.x):
 #    real_install.sh, the tool as a user runs it, on this venv (one
 #    release's runs at a time; 0.27.1's results in STORE/results, another's
 #    in STORE/results/tool-VERSION).
@@ -81,11 +81,6 @@ step "install-torch-$version" "${pip[@]}" install --no-index --find-links "$link
     --no-cache-dir "$torch" || fail "torch"
 step "install-vllm-$version" "${pip[@]}" install --no-index --find-links "$links" \
     --no-cache-dir "vllm==$version" || fail "vllm"
-step "pip-check-$version" "${pip[@]}" check
-step "pip-list-$version" "${pip[@]}" list -v
-step "probe-$version" "$venv/bin/python" "$here/real_install_probe.py"
-grep -E '^(torch|cuda|cudnn|nccl|fa3|vllm|platform|flashinfer|loaded)' \
-    "$results/probe-$version.txt" | sed 's/^/    /' >> "$summary"
 # FlashInfer's JIT kernels that vLLM's engines build at their first start
 # (the top-k and the sampler's, about 150 and 100 s with nvcc), built now,
 # beside the tool's runs, into VENV/flashinfer, where the driver's and the
@@ -103,6 +98,12 @@ step "flashinfer-topk-$version" prebuild topk &
 topk=$!
 step "flashinfer-sampling-$version" prebuild sampling &
 sampling=$!
+# The checks of the install run beside the builds: nvcc is the long pole.
+step "pip-check-$version" "${pip[@]}" check
+step "pip-list-$version" "${pip[@]}" list -v
+step "probe-$version" "$venv/bin/python" "$here/real_install_probe.py"
+grep -E '^(torch|cuda|cudnn|nccl|fa3|vllm|platform|flashinfer|loaded)' \
+    "$results/probe-$version.txt" | sed 's/^/    /' >> "$summary"
 # STORE/venv-VERSION.ready: the venv is installed and, for a release the tool
 # patches, patched by it for good; the driver's engines may start on it
 # (--ready).
