@@ -8,6 +8,7 @@ tree, and judges the tree with its own independent reading of it (Python's
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import json
 import os
@@ -461,6 +462,79 @@ def test_a_signal_while_the_command_line_loads_stops_with_one_line_and_writes_no
         else:
             assert result.stderr.strip().splitlines() == [f"dflash2-backport: {message}"]
     assert snapshot(site) == trees["pristine"]
+
+
+#: Imported by each worker of the pool as it parses its first file, and
+#: never by the command itself when two workers rewrite.
+IN_A_WORKER = "libcst.native"
+
+
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM", "SIGHUP"])
+def test_a_signal_while_the_pool_rewrites_stops_once_it_is_done_and_writes_nothing(
+    trees: dict, name: str
+) -> None:
+    """The signal reaches the command while its workers rewrite: raised into
+    the executor's machinery there, it once left the command waiting forever
+    for its workers."""
+    site = trees["site"]
+    result = run_tool(
+        ["apply", "--site-packages", str(site)], timeout=60,
+        hook=trees["hook"], root=site, on_import=IN_A_WORKER,
+        act=f"os.kill(os.getppid(), signal.{name})",
+        env=dict(os.environ, DFLASH2_BACKPORT_JOBS="2"),
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"dflash2-backport: interrupted by {name}; nothing was written"]
+    assert snapshot(site) == trees["pristine"]
+    assert leftovers(site) == []
+
+
+def test_the_pool_dies_with_a_command_killed_by_sigkill_and_leaves_the_tree_unlocked(
+    trees: dict
+) -> None:
+    """Killed while its workers rewrite (the OOM killer, `docker kill`), the
+    command must leave no worker behind holding the tree's lock, which the
+    workers inherited."""
+    site = trees["site"]
+    run = start_tool(["apply", "--site-packages", str(site)],
+                     env=dict(os.environ, DFLASH2_BACKPORT_JOBS="2"))
+    workers: list[int] = []
+    try:
+        deadline = time.monotonic() + 60
+        while not workers and run.poll() is None and time.monotonic() < deadline:
+            workers = _children(run.pid)
+        assert workers, "the command ended before its pool started"
+        run.kill()
+        run.wait(timeout=30)
+        deadline = time.monotonic() + 10
+        while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not any(_alive(pid) for pid in workers)
+        again = run_tool(["apply", "--site-packages", str(site)],
+                         env=dict(os.environ, DFLASH2_BACKPORT_LOCK_TIMEOUT="5"))
+        assert again.returncode == 0, again.stderr
+        assert snapshot(site) == trees["applied"]
+    finally:
+        for pid in workers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(n) for n in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _alive(pid: int) -> bool:
+    """Running, as opposed to gone or a zombie nobody has reaped yet."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in status
 
 
 # -- compare before replace --------------------------------------------------------

@@ -25,6 +25,7 @@ import dataclasses
 import importlib
 import os
 import signal
+import sys
 from pathlib import Path
 
 from ..edits import EDITS, transforms
@@ -129,8 +130,15 @@ def _rewritten(
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
+    from ..utils import interrupts
+
     context = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(workers, mp_context=context, initializer=_leave_signals) as pool:
+    # A signal waits the second or two the pool takes: raised inside the
+    # executor's machinery, it left the command waiting forever for its
+    # workers. Nothing has been written yet either way.
+    with interrupts.held(), ProcessPoolExecutor(
+        workers, mp_context=context, initializer=_worker_start, initargs=(os.getpid(),)
+    ) as pool:
         futures = [pool.submit(_write, *job) for job in jobs]
         try:
             return {job[1]: future.result() for job, future in zip(jobs, futures)}
@@ -149,11 +157,29 @@ def _writers():  # type: ignore[no-untyped-def]
     return importlib.import_module(".writers", transforms.__name__)
 
 
-def _leave_signals() -> None:
+def _worker_start(command: int) -> None:
     """A worker leaves SIGINT, SIGTERM and SIGHUP to the command, which
-    stops cleanly and waits for it."""
+    stops cleanly and waits for it, and dies with the command: killed with
+    SIGKILL, the command would otherwise leave workers that wait forever on
+    a pipe they hold both ends of, and with it the tree's lock, which they
+    inherited."""
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, signal.SIG_IGN)
+    _die_with_parent()
+    if os.getppid() != command:  # the command died before the line above
+        os._exit(1)
+
+
+def _die_with_parent() -> None:
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGKILL))
+    except (OSError, AttributeError):
+        pass  # no prctl to be had: the worker outlives a SIGKILLed command
 
 
 def _write(

@@ -94,19 +94,40 @@ def deferred() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def held_during_commit() -> Iterator[None]:
-    global _committed
-    held: list[int] = []
+def held() -> Iterator[None]:
+    """Hold the three signals for the length of a block that must not be
+    broken off halfway, and act on the first of them once it is over.
+
+    A handler that raises can land inside the block's own machinery: in a
+    pool of worker processes, between taking a lock and letting go of it,
+    the pool then waits forever for workers that ignore signals. The blocks
+    held are short (a commit's renames, a second or two of rewriting), so a
+    Ctrl-C waits for them instead."""
+    caught: list[int] = []
     previous = {}
     if _main_thread():
         for signum in SIGNALS:
-            previous[signum] = signal.signal(signum, lambda number, _: held.append(number))
+            previous[signum] = signal.signal(signum, lambda number, _: caught.append(number))
     try:
         yield
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-    # Reached only when the commit finished: a failed one raises its own error.
-    _committed = True
-    if held:
-        raise Interrupted(held[0], after_commit=True)
+    # Reached only when the block finished: a failure raises its own error.
+    if caught:
+        raise Interrupted(caught[0], after_commit=_committed)
+
+
+@contextlib.contextmanager
+def held_during_commit() -> Iterator[None]:
+    global _committed
+    with held():
+        yield
+        _committed = True
+
+
+def quiet_from_here() -> None:
+    """The command has its result: a signal from now on must not turn it
+    into a death by signal while the interpreter shuts down, when Python has
+    put the default handlers back."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
