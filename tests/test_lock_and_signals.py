@@ -223,3 +223,31 @@ def test_a_stale_note_of_an_exited_process_is_not_named_as_the_holder(tree: Path
         os.close(descriptor)
     assert f"pid {exited}" not in str(refused.value)
     assert "waiting for another dflash2-backport process" in _waiting[0]
+
+
+#: The command line, with a signal that comes as the interpreter shuts down,
+#: once Python has put the default handlers back.
+LATE_SIGNAL = """
+import atexit, os, signal, sys
+
+def late():
+    signal.signal(signal.{name}, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.{name})
+
+atexit.register(late)
+sys.argv = ["dflash2-backport", "check", "--root", sys.argv[1]]
+from dflash2_backport.__main__ import main
+main()
+"""
+
+
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM", "SIGHUP"])
+def test_a_signal_after_the_command_has_its_result_leaves_its_exit_status(
+    tmp_path: Path, name: str
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", LATE_SIGNAL.format(name=name), str(tmp_path / "missing")],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 2, done.stderr  # the command's own: no such tree
+    assert len(done.stderr.splitlines()) == 1
