@@ -1026,15 +1026,26 @@ def test_a_full_disk_as_the_committing_record_is_written_leaves_nothing_behind(
     assert snapshot(site) == trees[start]
 
 
-def test_a_full_disk_while_staging_names_the_staged_file_with_its_directory(trees: dict) -> None:
+@pytest.mark.parametrize("at, written", [(1, "the record"), (2, "a file")])
+def test_a_full_disk_while_staging_names_the_file_and_says_to_free_space(
+    trees: dict, at: int, written: str
+) -> None:
+    """The staged copy is gone by the time the user reads the line: the file
+    named is the one they know."""
     site = trees["site"]
     result = run_tool(
-        ["apply", "--site-packages", str(site)], hook=trees["hook"], root=site, at=1,
+        ["apply", "--site-packages", str(site)], hook=trees["hook"], root=site, at=at,
         match=".dflash2-backport-new", ops="write", act=NO_SPACE,
     )
     assert result.returncode == 2, result.stdout + result.stderr
     (line,) = result.stderr.strip().splitlines()
-    assert f"{site / 'vllm'}/." in line and "No space left on device" in line, line
+    named = re.fullmatch(
+        rf"dflash2-backport: error: {re.escape(str(site))}/(\S+): could not be written "
+        r"\(No space left on device\); nothing was written; free space on its file "
+        r"system, then run the command again", line)
+    assert named, line
+    expected = ["vllm/.dflash2-backport-intent.json"] if at == 1 else [*TARGETS, *INSTALLED]
+    assert named[1] in expected, line
     assert snapshot(site) == trees["pristine"] and leftovers(site) == []
 
 

@@ -33,11 +33,13 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import errno
 import hashlib
 import json
 import os
 import re
 import secrets
+import shlex
 import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -442,13 +444,12 @@ def stage(
     staged = staged_name(relative, nonce)
     directory, name = tree.parent_of(staged)
     try:
-        with tree.naming(staged):
-            descriptor = os.open(
-                name,
-                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                0o600,
-                dir_fd=directory,
-            )
+        descriptor = os.open(
+            name,
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+            0o600,
+            dir_fd=directory,
+        )
     except FileExistsError:
         raise BackportError(
             f"{tree.root / staged}: a file this run did not stage stands "
@@ -456,20 +457,40 @@ def stage(
             f"{Path(relative).name}; nothing was written; if it is not yours, remove it "
             "and run the command again"
         ) from None
+    except OSError as error:
+        raise _not_staged(tree.root / relative, error) from None
     try:
-        with tree.naming(staged):
-            view = memoryview(data)
-            while view:
-                view = view[os.write(descriptor, view):]
-            _chown_like(tree.root / relative, descriptor, owner)
-            os.fchmod(descriptor, mode)
-            os.fsync(descriptor)
-    except BaseException:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(descriptor, view):]
+        _chown_like(tree.root / relative, descriptor, owner)
+        os.fchmod(descriptor, mode)
+        os.fsync(descriptor)
+    except BaseException as error:
         # Created here, so ours to remove: a full disk leaves no half file.
         os.unlink(name, dir_fd=directory)
+        if isinstance(error, OSError):
+            raise _not_staged(tree.root / relative, error) from None
         raise
     finally:
         os.close(descriptor)
+
+
+#: What frees a write that failed for want of room.
+_REMEDIES = {
+    errno.ENOSPC: "free space on its file system",
+    errno.EDQUOT: "free space within your disk quota",
+}
+
+
+def _not_staged(path: Path, error: OSError) -> BackportError:
+    """The file named as the user knows it, not by the staged copy's name,
+    which is gone by the time they read this."""
+    remedy = _REMEDIES.get(error.errno or 0)
+    return BackportError(
+        f"{path}: could not be written ({error.strerror}); nothing was written"
+        + (f"; {remedy}, then run the command again" if remedy else "")
+    )
 
 
 def _chown_like(path: Path, descriptor: int, reference: os.stat_result) -> None:
@@ -670,7 +691,8 @@ def interrupted_command(intent: Intent) -> str:
 
 def interrupted_message(root: Path, intent: Intent, options: Sequence[str] = ()) -> str:
     command = interrupted_command(intent)
-    again = " ".join(["dflash2-backport", command, *options])
+    # Quoted as a shell reads it: the hint is there to be pasted.
+    again = shlex.join(["dflash2-backport", *command.split(), *options])
     return (
         f"{root}: a `dflash2-backport {command}` was interrupted while writing "
         f"(record {Path(INTENT).name} in vllm/); run `{again}` to finish it"
