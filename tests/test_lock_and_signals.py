@@ -251,3 +251,32 @@ def test_a_signal_after_the_command_has_its_result_leaves_its_exit_status(
     )
     assert done.returncode == 2, done.stderr  # the command's own: no such tree
     assert len(done.stderr.splitlines()) == 1
+
+
+# (vllm/'s mode, the mode of a lock file left there before, the lock file's
+# mode while held): only those who may write vllm/ may open it.
+LOCK_MODES = [
+    (0o755, None, 0o600),
+    (0o775, None, 0o660),
+    (0o2775, None, 0o660),
+    (0o777, None, 0o666),
+    (0o755, 0o644, 0o600),  # left by a killed run of an earlier version
+    (0o775, 0o666, 0o660),
+    (0o755, 0o444, 0o400),  # made read-only on purpose: kept so, narrowed
+]
+
+
+@pytest.mark.parametrize("directory, left, held", LOCK_MODES)
+def test_only_those_who_may_write_the_tree_may_open_its_lock_file(
+    tree: Path, directory: int, left: int | None, held: int
+) -> None:
+    (tree / "vllm").chmod(directory)
+    if left is not None:
+        lock_path(tree).write_text("")
+        lock_path(tree).chmod(left)
+    lock = TreeLock(tree, "apply")
+    lock.acquire(1, lambda _: None)
+    try:
+        assert oct(lock_path(tree).stat().st_mode & 0o7777) == oct(held)
+    finally:
+        lock.release()

@@ -19,6 +19,12 @@ is opened through a descriptor of `vllm/` itself, never through a link, and
 taken only when it is a regular file with no other name: a hard link to a
 file elsewhere is refused, never truncated, written or chowned.
 
+Only those who may write `vllm/` may open the lock file: it is made
+readable and writable by its owner, and by the directory's group or by
+everyone only where they may write `vllm/` too. A user who may only read the
+tree could otherwise open a lock file a killed run left behind and hold it,
+keeping every writer out.
+
 The lock holds whenever `vllm/` can be written. `flock` needs no write
 access to the file, so a lock file this user cannot write (one root left
 behind when it was killed before giving it to the tree's owner, one made
@@ -209,6 +215,7 @@ class TreeLock:
                     _refuse_planted(self.path, info)
                     if self._writable:
                         _match_directory_owner(descriptor, self._directory)
+                        _open_only_to_writers(descriptor, self._directory)
                     return descriptor
             except BaseException:
                 os.close(descriptor)
@@ -221,7 +228,7 @@ class TreeLock:
         flags = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
         try:
             descriptor = os.open(
-                LOCK_NAME, os.O_RDWR | os.O_CREAT | flags, 0o644, dir_fd=self._directory
+                LOCK_NAME, os.O_RDWR | os.O_CREAT | flags, 0o600, dir_fd=self._directory
             )
             self._writable = True
         except OSError as error:
@@ -286,6 +293,32 @@ def _match_directory_owner(descriptor: int, directory: int) -> None:
     mine = os.fstat(descriptor)
     if (mine.st_uid, mine.st_gid) != (info.st_uid, info.st_gid):
         os.fchown(descriptor, info.st_uid, info.st_gid)
+
+
+def _open_only_to_writers(descriptor: int, directory: int) -> None:
+    """The lock file's permissions follow who may write `vllm/`: its owner,
+    its group if the directory is group-writable (the group shares the
+    directory's, so that each member can open it), everyone if anyone may
+    write there."""
+    folder, mine = os.fstat(directory), os.fstat(descriptor)
+    wanted = 0o600
+    if folder.st_mode & stat.S_IWGRP:
+        wanted |= 0o060
+        if mine.st_gid != folder.st_gid:
+            try:
+                os.fchown(descriptor, -1, folder.st_gid)
+            except OSError:
+                pass  # not a member: the members' own runs open it read-only
+    if folder.st_mode & stat.S_IWOTH:
+        wanted |= 0o006
+    current = stat.S_IMODE(mine.st_mode)
+    # A lock someone made read-only stays read-only: only narrowed.
+    mode = wanted if current & stat.S_IWUSR else current & wanted
+    if mode != current:
+        try:
+            os.fchmod(descriptor, mode)
+        except OSError:
+            pass  # another user's file: what it allows is theirs to say
 
 
 def writer_active(root: Path) -> str | None:
