@@ -440,7 +440,8 @@ def stage(
     nonce: str | None = None,
 ) -> None:
     """Write `data` to a new file beside `relative`, owned like `owner`, with
-    `mode`, and fsync it. Never opened over anything already there."""
+    `mode` and the extended attributes of the file it replaces, if any, and
+    fsync it. Never opened over anything already there."""
     staged = staged_name(relative, nonce)
     directory, name = tree.parent_of(staged)
     try:
@@ -465,6 +466,7 @@ def stage(
             view = view[os.write(descriptor, view):]
         _chown_like(tree.root / relative, descriptor, owner)
         os.fchmod(descriptor, mode)
+        _copy_extended_attributes(tree, relative, descriptor)
         os.fsync(descriptor)
     except BaseException as error:
         # Created here, so ours to remove: a full disk leaves no half file.
@@ -474,6 +476,43 @@ def stage(
         raise
     finally:
         os.close(descriptor)
+
+
+def _copy_extended_attributes(tree: Tree, relative: str, descriptor: int) -> None:
+    """The replaced file's extended attributes, onto its new version: its
+    access control list above all, whose loss would hand the owning group
+    the mask's permissions and take away those of the users it names. A
+    file the commit creates has none to carry (the kernel gives it the
+    directory's default list)."""
+    directory, name = tree.parent_of(relative)
+    try:
+        source = os.open(
+            name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=directory
+        )
+    except FileNotFoundError:
+        return
+    try:
+        try:
+            names = os.listxattr(source)
+        except OSError as error:
+            if error.errno in (errno.ENOTSUP, errno.EOPNOTSUPP):
+                return  # a file system without them
+            raise
+        for attribute in names:
+            value = os.getxattr(source, attribute)
+            try:
+                os.setxattr(descriptor, attribute, value)
+            except OSError as error:
+                if attribute.startswith("system."):
+                    raise BackportError(
+                        f"{tree.root / relative}: its {attribute} could not be carried over "
+                        f"to its new version ({error.strerror}); nothing was written; run "
+                        "as its owner or as root"
+                    ) from None
+                # security.* and trusted.* need privileges this user lacks;
+                # the new file has what the kernel and the policy give it.
+    finally:
+        os.close(source)
 
 
 #: What frees a write that failed for want of room.
