@@ -664,20 +664,24 @@ def _make_directory_link(site: Path, relative: str, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("command", ["check", "apply"])
 @pytest.mark.parametrize(
-    "make, relative, expected",
+    "make, relative, expected, remedy",
     [
-        (_make_link, REGISTRY, "is a symlink"),
-        (_make_link, "vllm/v1/worker/gpu/sample/gumbel.py", "is a symlink"),
-        (_make_fifo, CONFIG, "is a FIFO"),
-        (_make_record_link, "vllm-0.27.1.dist-info/RECORD", "is a symlink"),
-        (_make_vllm_link, "vllm", "is a symlink"),
-        (_make_directory_link, "vllm/v1/worker/gpu/sample", "is a symlink"),
+        (_make_link, REGISTRY, "is a symlink", "with a copy of the file"),
+        (_make_link, "vllm/v1/worker/gpu/sample/gumbel.py", "is a symlink",
+         "with a copy of the file"),
+        (_make_fifo, CONFIG, "is a FIFO", "replace it with a regular file"),
+        (_make_record_link, "vllm-0.27.1.dist-info/RECORD", "is a symlink",
+         "with a copy of the file"),
+        (_make_vllm_link, "vllm", "is a symlink", "with a copy of the directory"),
+        (_make_directory_link, "vllm/v1/worker/gpu/sample", "is a symlink",
+         "with a copy of the directory"),
     ],
     ids=["target link", "seam link", "target FIFO", "RECORD link", "vllm link",
          "directory link on the way"],
 )
 def test_what_is_not_a_plain_file_is_refused_by_name_and_nothing_written(
-    trees: dict, tmp_path: Path, command: str, make, relative: str, expected: str
+    trees: dict, tmp_path: Path, command: str, make, relative: str, expected: str,
+    remedy: str,
 ) -> None:
     site = trees["site"]
     make(site, relative, tmp_path)
@@ -686,6 +690,7 @@ def test_what_is_not_a_plain_file_is_refused_by_name_and_nothing_written(
     assert result.returncode == 2, result.stdout + result.stderr
     message = json.loads(result.stdout)["error"]
     assert f"{site / relative}: {expected}" in message
+    assert remedy in message, message
     assert snapshot(site) == before
     assert leftovers(site) == []
 

@@ -37,12 +37,19 @@ def kind_of(mode: int) -> str:
     return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 
 
-def link_refusal(path: Path, target: str) -> BackportError:
+def link_refusal(path: Path, target: str, kind: str = "file") -> BackportError:
     return BackportError(
         f"{path}: is a symlink (to {target}); the tool does not write through links, "
         "which may point into a store other environments share; replace the link "
-        "with a copy of the file, or patch its target with --root"
+        f"with a copy of the {kind}, or patch its target with --root"
     )
+
+
+def unreadable(path: Path, error: OSError) -> BackportError:
+    remedy = (
+        "; run as a user who may read it" if error.errno in (errno.EACCES, errno.EPERM) else ""
+    )
+    return BackportError(f"{path}: cannot be read ({error.strerror}); nothing was written{remedy}")
 
 
 def kind_refusal(path: Path, mode: int, expected: str = "a regular file") -> BackportError:
@@ -125,7 +132,7 @@ class Tree:
             except FileNotFoundError:
                 return None
             except OSError as error:
-                raise BackportError(f"{self.root}: cannot be read ({error.strerror})") from None
+                raise unreadable(self.root, error) from None
             self._open[""] = descriptor
             return descriptor
         parent_path, _, name = relative.rpartition("/")
@@ -145,7 +152,9 @@ class Tree:
                 # drift, with the module it blocks named.
                 return None
             if stat.S_ISLNK(info.st_mode):
-                raise link_refusal(self.root / relative, os.readlink(name, dir_fd=parent)) from None
+                raise link_refusal(
+                    self.root / relative, os.readlink(name, dir_fd=parent), "directory"
+                ) from None
             raise kind_refusal(self.root / relative, info.st_mode, "a directory") from None
         except OSError as error:
             self._refuse(parent, name, relative, error, expected="a directory")
@@ -225,7 +234,8 @@ class Tree:
             except OSError:
                 info = None
             if info is not None and stat.S_ISLNK(info.st_mode):
-                raise link_refusal(path, os.readlink(name, dir_fd=directory)) from None
+                kind = "directory" if expected == "a directory" else "file"
+                raise link_refusal(path, os.readlink(name, dir_fd=directory), kind) from None
             if info is not None:
                 raise kind_refusal(path, info.st_mode, expected) from None
-        raise BackportError(f"{path}: cannot be read ({error.strerror})") from None
+        raise unreadable(path, error) from None
