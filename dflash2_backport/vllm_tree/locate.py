@@ -90,10 +90,12 @@ def ask(python: str | os.PathLike | None = None) -> Found:
         executable = _interpreter_path(executable, shown)
     with tempfile.TemporaryDirectory(prefix="dflash2-backport-") as cwd:
         try:
+            # Bytes, decoded leniently below: a `.pth` file or sitecustomize
+            # may print anything in any encoding before the answer, which is
+            # ASCII (json.dumps escapes the rest).
             done = subprocess.run(
                 [executable, "-c", _QUERY],
                 capture_output=True,
-                text=True,
                 cwd=cwd,
                 stdin=subprocess.DEVNULL,
                 timeout=_TIMEOUT,
@@ -107,9 +109,17 @@ def ask(python: str | os.PathLike | None = None) -> Found:
             raise BackportError(
                 f"{shown}: did not answer within {_TIMEOUT} s; check that it starts"
             ) from None
-    answer = _parse(done.stdout)
+    stdout = done.stdout.decode("utf-8", errors="replace")
+    stderr = done.stderr.decode("utf-8", errors="replace")
+    answer = _parse(stdout)
     if done.returncode != 0 or answer is None:
-        raise BackportError(_no_answer(shown, done.stderr))
+        raise BackportError(_no_answer(shown, stderr))
+    if not _well_formed(answer):
+        # Something that prints JSON, not Python running the query above.
+        raise BackportError(
+            f"{shown}: not a Python interpreter (its answer is not the one Python gives "
+            "to this tool's query); pass --python the Python that runs vLLM"
+        )
     dist = answer.get("dist") or {}
     return Found(
         python=answer.get("executable") or executable,
@@ -164,15 +174,37 @@ def _no_answer(shown: str, stderr: str) -> str:
 
 
 def _parse(stdout: str) -> dict | None:
-    # The last line: a sitecustomize or .pth file may print before the query.
+    # The last line: a sitecustomize or .pth file may print before the query,
+    # and what it printed may not end in a newline.
     for line in reversed(stdout.strip().splitlines()):
-        try:
-            answer = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(answer, dict) and "package" in answer:
-            return answer
+        start = line.find("{")
+        while start != -1:
+            try:
+                answer = json.loads(line[start:])
+            except ValueError:
+                start = line.find("{", start + 1)
+                continue
+            if isinstance(answer, dict) and "package" in answer:
+                return answer
+            break
     return None
+
+
+def _well_formed(answer: dict) -> bool:
+    """Whether `answer` has the shape _QUERY prints."""
+    def text_or_none(value: object) -> bool:
+        return value is None or isinstance(value, str)
+
+    dist = answer.get("dist")
+    return (
+        text_or_none(answer.get("executable"))
+        and text_or_none(answer.get("package"))
+        and (
+            dist is None
+            or isinstance(dist, dict)
+            and all(text_or_none(dist.get(key)) for key in ("version", "path", "direct_url"))
+        )
+    )
 
 
 def is_editable(direct_url: str | None) -> bool:
