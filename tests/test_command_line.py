@@ -26,7 +26,6 @@ PLAIN = {
     "apply as its hook runs it": ["apply", "--root", ".", "--fail-if-changed"],
     "apply --only-pr --python=python3": ["apply", "--only-pr", "--python=python3"],
     "revert --site-packages": ["revert", "--site-packages", "sp", "--json"],
-    "an empty path": ["check", "--root", ""],
 }
 
 TO_TYPER = {
@@ -40,6 +39,8 @@ TO_TYPER = {
     "verify": ["verify"],
     "the version": ["--version"],
     "an option of another command": ["check", "--fail-if-changed"],
+    "an empty path": ["check", "--root", ""],
+    "an empty path after =": ["check", "--root="],
 }
 
 

@@ -28,6 +28,17 @@ app = typer.Typer(
 )
 
 
+def _path(value: str) -> Path:
+    """A path option's value. An empty one, as an unset variable gives
+    (`--root "$SRC"`), would be the current directory to Path, and the tree
+    the shell stands in would be patched."""
+    if not value:
+        raise typer.BadParameter(
+            "an empty path; give the path itself (`.` for the current directory)"
+        )
+    return Path(value)
+
+
 def _python(does: str):
     """--python, worded for what the command does with that vLLM."""
     return Annotated[
@@ -35,6 +46,7 @@ def _python(does: str):
         typer.Option(
             "--python",
             metavar="PATH",
+            parser=_path,
             help=f"the interpreter that runs vLLM: {does} "
             "[default: the interpreter running this tool]",
             show_default=False,
@@ -65,6 +77,7 @@ SitePackages = Annotated[
     typer.Option(
         "--site-packages",
         metavar="PATH",
+        parser=_path,
         help="a site-packages (or dist-packages) directory holding an installed vLLM",
         show_default=False,
     ),
@@ -74,6 +87,7 @@ Root = Annotated[
     typer.Option(
         "--root",
         metavar="PATH",
+        parser=_path,
         help="a vLLM source tree: the directory that contains vllm/",
     ),
 ]
@@ -211,10 +225,23 @@ def _run(
             where = error.filename or (
                 report.target.root if report.target else "dflash2-backport"
             )
-            result = outcome.failed(f"{where}: {error.strerror or error}; nothing was written")
+            result = outcome.failed(_os_error_line(where, error, command))
         except Exception as error:  # noqa: BLE001 - a bug: said plainly, never a traceback
             result = outcome.crashed(error)
         return report.render(result)
+
+
+def _os_error_line(where: object, error: OSError, command: str) -> str:
+    """An error of the system, with what to do where there is something."""
+    import errno
+
+    line = f"{where}: {error.strerror or error}; nothing was written"
+    if error.errno in (errno.EACCES, errno.EPERM):
+        may = "read it" if command == "check" else "read and write it"
+        return f"{line}; run as a user who may {may}"
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"{line}; free space on its file system, then run the command again"
+    return line
 
 
 def _execute(
@@ -577,8 +604,8 @@ def _plain_call(argv: list[str]):
             continue
         if not equals:
             value = next(rest, None)
-            if value is None:
-                return None
+        if not value:  # missing, or empty: typer says what is wrong
+            return None
         arguments[name] = Path(value)
     return command, arguments
 

@@ -147,7 +147,8 @@ def _resolved(path: Path, option: str) -> Path:
 def _vllm_parent(path: Path, option: str) -> Path:
     path = _resolved(path, option)
     if not path.is_dir():
-        raise BackportError(f"{path}: no such directory; pass {option} a directory")
+        found = "not a directory" if path.exists() else "no such directory"
+        raise BackportError(f"{path}: {found}; pass {option} a directory")
     if not (path / "vllm").is_dir():
         raise BackportError(
             f"{path}: no vllm/ package here; pass {option} the directory that contains vllm/"
@@ -233,15 +234,7 @@ def triage(target: Target, force: bool) -> Verdict:
     if target.kind is not TargetKind.SITE_PACKAGES or force:
         return Verdict(Triage.PATCH)
     if target.version is None:
-        import shlex
-
-        return Verdict(
-            Triage.REFUSE,
-            f"{target.root}: no vllm-*.dist-info here, so this is no installed vLLM; "
-            f"for a source tree, pass --root {shlex.quote(str(target.root))} instead; for "
-            "an install whose metadata is lost, add --force to rely on the structural "
-            "checks alone",
-        )
+        return Verdict(Triage.REFUSE, _unversioned(target.root))
     parsed = release(target.version)
     if parsed is not None and parsed[:2] in SUPPORTED_SERIES:
         return Verdict(Triage.PATCH)
@@ -255,4 +248,31 @@ def triage(target: Target, force: bool) -> Verdict:
         Triage.REFUSE,
         f"{target.root}: vLLM {target.version} is not a 0.26.x or 0.27.x release; "
         "pass --force to rely on the structural checks alone",
+    )
+
+
+def _unversioned(site_packages: Path) -> str:
+    """Why an installed vLLM has no version, and what to do about it."""
+    info = dist_info(site_packages)
+    if info is None:
+        import shlex
+
+        return (
+            f"{site_packages}: no vllm-*.dist-info here, so this is no installed vLLM; "
+            f"for a source tree, pass --root {shlex.quote(str(site_packages))} instead; for "
+            "an install whose metadata is lost, add --force to rely on the structural "
+            "checks alone"
+        )
+    # The dist-info is there: what lacks the version is its METADATA.
+    metadata = info / "METADATA"
+    data = read_regular(metadata)
+    if data is None:
+        found = "no such file"
+    elif not data.strip():
+        found = "an empty file"
+    else:
+        found = "none among its headers"
+    return (
+        f"{metadata}: expected a Version: header, found {found}; reinstall vLLM to "
+        "restore its metadata, or add --force to rely on the structural checks alone"
     )

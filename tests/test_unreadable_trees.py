@@ -1,0 +1,45 @@
+"""A tree this user may not read is named, with what to do, in one line."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.trees import make_site
+
+pytestmark = [
+    pytest.mark.wheels,
+    pytest.mark.skipif(
+        os.geteuid() != 0 or shutil.which("setpriv") is None,
+        reason="needs root and setpriv to run the tool as another user",
+    ),
+]
+
+SOMEONE = ["setpriv", "--reuid=4242", "--regid=4242", "--clear-groups"]
+
+
+@pytest.mark.parametrize("closed", ["", "vllm", "vllm/model_executor"])
+def test_a_directory_this_user_may_not_read_is_named_with_what_to_do(
+    tmp_path: Path, closed: str
+) -> None:
+    site = make_site("0.27.1", tmp_path / "site")
+    for directory in [tmp_path, *tmp_path.parents]:  # the way to it stays open
+        directory.chmod(directory.stat().st_mode | 0o005)
+    (site / closed).chmod(0o700)
+    done = subprocess.run(
+        [*SOMEONE, sys.executable, "-m", "dflash2_backport", "check", "--site-packages",
+         str(site)],
+        capture_output=True, text=True, timeout=120,
+        env=dict(os.environ, HOME=str(tmp_path), DFLASH2_BACKPORT_VERDICT_CACHE=str(tmp_path)),
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    (line,) = done.stderr.splitlines()
+    assert re.fullmatch(
+        rf"dflash2-backport: error: {re.escape(str(site))}\S*: (cannot be read \()?Permission "
+        r"denied\)?; nothing was written; run as a user who may read it", line), line
