@@ -537,6 +537,18 @@ def _alive(pid: int) -> bool:
     return "\nState:\tZ" not in status
 
 
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM"])
+def test_a_signal_while_verify_loads_what_finds_vllm_stops_with_one_line(
+    trees: dict, name: str
+) -> None:
+    result = run_tool(["verify", "--python", sys.executable], hook=trees["hook"],
+                      root=trees["site"], on_import="dflash2_backport.vllm_tree.triage",
+                      act=signal_self(name))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.splitlines() == [
+        f"dflash2-backport: error: interrupted by {name}; nothing was written"]
+
+
 # -- compare before replace --------------------------------------------------------
 
 

@@ -137,6 +137,111 @@ def test_a_signal_ends_the_probes_and_leaves_nothing(tmp_path, arguments):
     assert _processes_mentioning(str(scratch)) == []
 
 
+@pytest.mark.parametrize("arguments", [[], ["--gpu"]], ids=["cpu", "gpu"])
+def test_the_probes_end_with_a_command_killed_by_sigkill(tmp_path, arguments):
+    """Killed where it cannot clean up (SIGKILL, the OOM killer), the command
+    leaves no probe behind, not even one stuck importing vLLM with the
+    stopping signals still blocked."""
+    python, site = bare_venv(tmp_path / "venv")
+    for package in ("vllm", "torch"):
+        (site / package).mkdir()
+        (site / package / "__init__.py").write_text(HANGS)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    environ = {k: v for k, v in os.environ.items()
+               if k not in ("PYTHONPATH", "PYTHONUSERBASE", "VIRTUAL_ENV")}
+    environ["TMPDIR"] = str(scratch)
+    process = subprocess.Popen([str(TOOL), "verify", "--python", str(python), *arguments],
+                               env=environ, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        while not list(scratch.glob("*/output.log")) or len(
+                _processes_mentioning(str(scratch))) < 1:
+            assert process.poll() is None, "the tool ended before any probe started"
+            time.sleep(0.1)
+        process.kill()
+        process.wait(timeout=30)
+        deadline = time.monotonic() + 20
+        while _processes_mentioning(str(scratch)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _processes_mentioning(str(scratch)) == []
+    finally:
+        for pid in _processes_mentioning(str(scratch)):
+            os.kill(pid, signal.SIGKILL)
+
+
+# A probe that starts a process, leaves it running and ends well.
+LEAVES_A_CHILD = """
+import json, subprocess, sys
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", "{marker}"])
+json.dump({{}}, open(sys.argv[-1], "w"))
+"""
+
+
+def test_what_a_probe_leaves_running_ends_with_it(tmp_path):
+    marker = f"left-behind-{tmp_path.name}"
+    script = tmp_path / "probe.py"
+    script.write_text(LEAVES_A_CHILD.format(marker=marker))
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    try:
+        verify.run_probes(sys.executable, script, [], scratch, dict(os.environ), 60)
+        deadline = time.monotonic() + 10
+        while _processes_mentioning(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _processes_mentioning(marker) == []
+    finally:
+        for pid in _processes_mentioning(marker):
+            os.kill(pid, signal.SIGKILL)
+
+
+# (vLLM's settings in the caller's environment, those the probes do not get)
+SETTINGS = [
+    ({}, []),
+    ({"VLLM_LOGGING_LEVEL": "DEBUG"}, []),
+    ({"VLLM_USE_V2_MODEL_RUNNER": "0"}, ["VLLM_USE_V2_MODEL_RUNNER"]),
+    ({"VLLM_USE_V2_MODEL_RUNNER": "1", "VLLM_ATTENTION_BACKEND": "FLASHINFER",
+      "VLLM_LOGGING_LEVEL": "INFO"}, ["VLLM_ATTENTION_BACKEND", "VLLM_USE_V2_MODEL_RUNNER"]),
+]
+
+
+@pytest.mark.parametrize("settings, dropped", SETTINGS)
+def test_the_probes_check_vllms_defaults_and_say_which_settings_they_left_out(
+    tmp_path, monkeypatch, settings, dropped
+):
+    for name in [n for n in os.environ if n.startswith("VLLM_")]:
+        monkeypatch.delenv(name)
+    for name, value in settings.items():
+        monkeypatch.setenv(name, value)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    environment = verify.scratch_environment(scratch)
+    for name in dropped:
+        assert name not in environment
+    if "VLLM_LOGGING_LEVEL" in settings:
+        assert environment["VLLM_LOGGING_LEVEL"] == settings["VLLM_LOGGING_LEVEL"]
+    notes = verify.environment_notes()
+    assert notes == ((f"not passed on from this environment: {', '.join(dropped)}; the "
+                      "checks are of vLLM's defaults, and a server started with these "
+                      "settings may differ",) if dropped else ())
+
+
+def test_the_probes_write_no_bytecode_into_the_tree_they_import(tmp_path, monkeypatch):
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)  # as most users have it
+    package = tmp_path / "tree" / "compiled_nowhere"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("VALUE = 1\n")
+    script = tmp_path / "probe.py"
+    script.write_text("import json, sys\nsys.path.insert(0, sys.argv[1])\n"
+                      "import compiled_nowhere\njson.dump({}, open(sys.argv[-1], 'w'))\n")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    environment = verify.scratch_environment(scratch)
+    verify.run_probes(sys.executable, script, [str(tmp_path / "tree")], scratch,
+                      environment, 60)
+    assert not (package / "__pycache__").exists()
+
+
 def test_the_probe_runs_with_no_stopping_signal_blocked(tmp_path):
     # run_probes blocks them while the probe starts; the probe, and every
     # engine it starts, must get them back.

@@ -464,9 +464,11 @@ def verify(
 
 def _verify(python, json_output, gpu, target, draft, attention_backend) -> None:
     from ..utils.errors import Interrupted
-    from ..vllm_tree.triage import locate
 
     try:
+        # Inside: a signal while it loads stops the command like any other.
+        from ..vllm_tree.triage import locate
+
         if not gpu and (target or draft or attention_backend):
             raise BackportError("--target, --draft and --attention-backend need --gpu")
         if (target is None) != (draft is None):

@@ -19,6 +19,7 @@ from .verify import (
     _BOOTSTRAP,
     Verification,
     checks_of,
+    environment_notes,
     run_probes,
     scratch_environment,
 )
@@ -81,4 +82,5 @@ def run_gpu(python: str, target: Path | None = None, draft: Path | None = None,
         context=(f"on {document['gpu']}: {what}; {models['prompts']} prompts of token "
                  f"ids, {models['num_speculative_tokens']} draft tokens per step"),
         hint=HINT,
+        notes=environment_notes(),
     )

@@ -73,6 +73,8 @@ class Verification:
     context: str = ""
     # What to do when a check fails.
     hint: str = "run `dflash2-backport apply`, then verify again"
+    # What the caller's environment had that the probes did not get.
+    notes: tuple[str, ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -104,12 +106,36 @@ def write_platform_plugin(directory: Path) -> Path:
     return directory
 
 
+#: vLLM's settings passed on from the caller's environment: how much the
+#: engines log changes no answer.
+PASSED_ON = frozenset({"VLLM_LOGGING_LEVEL"})
+
+
+def left_out(environ: dict[str, str] | None = None) -> list[str]:
+    """vLLM's settings in the caller's environment that the probes do not
+    get: they check vLLM as it runs by default, with the same answers on
+    every machine (VLLM_USE_V2_MODEL_RUNNER, say, would fail a vLLM that is
+    patched right)."""
+    environ = os.environ if environ is None else environ
+    return sorted(n for n in environ if n.startswith("VLLM_") and n not in PASSED_ON)
+
+
+def environment_notes() -> tuple[str, ...]:
+    names = left_out()
+    if not names:
+        return ()
+    return (f"not passed on from this environment: {', '.join(names)}; the checks are of "
+            "vLLM's defaults, and a server started with these settings may differ",)
+
+
 def scratch_environment(scratch: Path) -> dict[str, str]:
-    """The probe process's environment: the caller's, with every cache vLLM,
-    torch, Triton and CUDA keep (in the home directory or the system temp
-    dir by default), the home directory and the temp dir inside `scratch`,
-    so that verifying leaves nothing behind; no network."""
-    environ = dict(os.environ)
+    """The probe process's environment: the caller's, less vLLM's own
+    settings (`left_out`), with every cache vLLM, torch, Triton and CUDA keep
+    (in the home directory or the system temp dir by default), the home
+    directory and the temp dir inside `scratch`, so that verifying leaves
+    nothing behind; no network."""
+    dropped = set(left_out())
+    environ = {name: value for name, value in os.environ.items() if name not in dropped}
     (scratch / "tmp").mkdir()
     (scratch / "home").mkdir()
     environ.update(
@@ -138,6 +164,9 @@ def scratch_environment(scratch: Path) -> dict[str, str]:
         DO_NOT_TRACK="1",
         VLLM_LOGGING_LEVEL=environ.get("VLLM_LOGGING_LEVEL", "WARNING"),
         PYTHONUNBUFFERED="1",
+        # Imports compile what has no bytecode yet (an install made with
+        # --no-compile, a source tree): into memory, not into the user's tree.
+        PYTHONDONTWRITEBYTECODE="1",
     )
     return environ
 
@@ -160,8 +189,10 @@ def run_probes(python: str, script: Path, args: list[str], scratch: Path,
     """Run a probe file in `python`; the document it wrote to its result file.
 
     The probe and everything it starts (engines) form a process group of
-    their own, ended as a whole on a timeout or an interrupt, so that no
-    engine outlives the command or holds the scratch directory.
+    their own, ended as a whole once the probe has ended, on a timeout or an
+    interrupt, so that no engine outlives the command or holds the scratch
+    directory; and, should the command itself be killed (SIGKILL, the OOM
+    killer), by a watcher that outlives it.
     """
     result_file = scratch / "result.json"
     log_file = scratch / "output.log"
@@ -169,6 +200,7 @@ def run_probes(python: str, script: Path, args: list[str], scratch: Path,
     # would leave its process group running: the signals wait, blocked,
     # until the guard is in place.
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, interrupts.SIGNALS)
+    watcher = None
     try:
         with open(log_file, "wb") as log:
             process = subprocess.Popen(
@@ -176,7 +208,10 @@ def run_probes(python: str, script: Path, args: list[str], scratch: Path,
                 cwd=scratch, env=environ, stdin=subprocess.DEVNULL, stdout=log,
                 stderr=subprocess.STDOUT, start_new_session=True,
             )
+        watcher = _watch(process.pid)
     except BaseException as error:
+        if watcher is None and "process" in locals():
+            _end_group(process)
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         if isinstance(error, OSError):
             raise BackportError(f"{python}: cannot run it ({error.strerror})") from None
@@ -186,13 +221,13 @@ def run_probes(python: str, script: Path, args: list[str], scratch: Path,
         process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         raise BackportError(
-            f"{python}: the probes did not finish within {timeout:.0f} s; "
-            "run again on a less busy machine"
+            f"{python}: the probes did not finish within {timeout:.0f} s, whether "
+            "slow or stuck; run again on a less busy machine, and if it stops here "
+            f"again, see that `{python} -c 'import vllm'` finishes"
         ) from None
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        _end_group(process)
+        _dismiss(watcher)
     if process.returncode != 0 or not result_file.exists():
         raise BackportError(
             f"{python}: the probes crashed ({_last_error(log_file)}); "
@@ -202,6 +237,48 @@ def run_probes(python: str, script: Path, args: list[str], scratch: Path,
     if "error" in document:
         raise BackportError(f"{python}: {document['error']}")
     return document
+
+
+# Runs with -S, apart from the user's site: it reads one byte from the
+# command, which sends it once it has ended the probe's group itself; an end
+# of file instead means the command died first, and the group goes with it.
+_WATCHER = (
+    "import os, signal, sys\n"
+    "if not os.read(0, 1):\n"
+    "    try:\n"
+    "        os.killpg(int(sys.argv[1]), signal.SIGKILL)\n"
+    "    except OSError:\n"
+    "        pass\n"
+)
+
+
+def _watch(group: int) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-S", "-c", _WATCHER, str(group)],
+        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def _dismiss(watcher: subprocess.Popen | None) -> None:
+    if watcher is None:
+        return
+    try:
+        watcher.stdin.write(b".")
+        watcher.stdin.close()
+    except OSError:
+        pass  # it has gone already
+    watcher.wait()
+
+
+def _end_group(process: subprocess.Popen) -> None:
+    """The probe's whole group: whatever it started and left running (an
+    engine, a helper of an import) ends with it."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except OSError:
+        pass  # nothing left in it
+    process.wait()
 
 
 def checks_of(document: dict) -> list[Check]:
@@ -221,6 +298,7 @@ def run(python: str, timeout: float = TIMEOUT) -> Verification:
         vllm_version=document["vllm"]["version"],
         vllm_package=document["vllm"]["package"],
         seconds=round(time.monotonic() - started, 1),
+        notes=environment_notes(),
     )
 
 
@@ -245,6 +323,7 @@ def render(verification: Verification, python: str, as_json: bool) -> int:
                 "passed": verification.passed,
                 "seconds": verification.seconds,
                 **({"context": verification.context} if verification.context else {}),
+                **({"notes": list(verification.notes)} if verification.notes else {}),
                 "checks": [
                     {k: v for k, v in dataclasses.asdict(c).items()
                      if v is not None or k != "seconds"}
@@ -264,6 +343,8 @@ def render(verification: Verification, python: str, as_json: bool) -> int:
         state = paint("pass" if check.ok else "FAIL", sys.stdout, 4)
         timed = f" ({check.seconds:.1f} s)" if check.seconds is not None else ""
         print(f"  {state}  {check.name:<{width}}  {check.detail}{timed}")
+    for note in verification.notes:
+        print(f"  note: {note}")
     failed = [c.name for c in verification.checks if not c.ok]
     if failed:
         print(

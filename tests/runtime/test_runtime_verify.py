@@ -204,8 +204,9 @@ def test_verify_json_from_the_vllm_venvs_own_console_script(pair, case, tmp_path
 
 
 def _files(venv: Path) -> set[str]:
-    """Every path in a venv, bytecode caches aside: Python writes those on
-    any first import, verify or not."""
+    """Every path in a venv, bytecode caches aside: the other tests'
+    interpreters, which share the venv, write those on a first import
+    (verify's probes write none: test_verify_command.py)."""
     root = venv.resolve()
     return {
         str(path.relative_to(root)) for path in root.rglob("*")
