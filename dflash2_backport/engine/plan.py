@@ -16,7 +16,12 @@ from ..transaction.commit import Change, Intent, digest, read_intent
 from ..transaction.owned import Owned
 from ..utils.safe_files import Tree, read_regular
 from ..vllm_tree import record
-from ..vllm_tree.installer import ModulePlan, plan_module_removal, plan_modules
+from ..vllm_tree.installer import (
+    ModulePlan,
+    plan_module_removal,
+    plan_modules,
+    shipped_content,
+)
 from ..vllm_tree.layout import commit_rank
 from .judge import JudgedFile, judge
 
@@ -107,10 +112,9 @@ def make_plan(
     plan = Plan(root, edit_set, edits, modules, record_file, None, (), notes)
     if plan.refused:
         return plan
-    after = _files_after(plan, files)
     record_after = None
     if record_file is not None:
-        record_after = record.reconcile(record_file, record_before, after)
+        record_after = record.reconcile(record_file, record_before, _rows(plan, files))
     record_state = (
         None if record_file is None
         else State.PENDING if record_after != record_before
@@ -122,15 +126,28 @@ def make_plan(
     return dataclasses.replace(plan, record_state=record_state, changes=changes)
 
 
-def _files_after(plan: Plan, files: list[JudgedFile]) -> dict[str, bytes | None]:
-    """Every file the backport owns, as the command leaves it: the bytes the
-    verdicts were made from, or their rewrite."""
-    after: dict[str, bytes | None] = {
-        f.path: f.patched if f.patched is not None else f.original for f in files
-    }
+def _rows(plan: Plan, files: list[JudgedFile]) -> record.Rows:
+    """What RECORD must say once the command has run: of vLLM's files the
+    edits touch, their content; of the modules, those of the tool's that
+    stand in place and those that do not. A file at a module's path that is
+    not the tool's (kept, upstream's, someone else's) is left out: its row,
+    or its lack of one, is not the tool's to change."""
+    edited = {f.path: f.patched if f.patched is not None else f.original for f in files}
+    installed: dict[str, bytes] = {}
+    removed: dict[str, bytes | None] = {}
     for module in plan.modules:
-        after[module.dest] = module.content if plan.module_to_do(module) else module.existing
-    return after
+        if module.kept:
+            continue
+        to_do = plan.module_to_do(module)
+        if plan.direction is Direction.APPLY:
+            # Written now, or the tool's own already (a file that is not
+            # stops the plan as drift).
+            installed[module.dest] = module.content
+        elif to_do:
+            removed[module.dest] = None  # the command removes the tool's file
+        elif module.existing is None:
+            removed[module.dest] = shipped_content(module.dest)
+    return record.Rows(edited, installed, removed)
 
 
 def _changes(

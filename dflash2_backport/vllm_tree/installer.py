@@ -97,6 +97,11 @@ def shipped_source(module: ShippedModule) -> bytes:
         ) from None
 
 
+def shipped_content(dest: str) -> bytes:
+    """What the tool installs at `dest`."""
+    return shipped_source(next(module for module in SHIPPED if module.dest == dest))
+
+
 def _header(data: bytes) -> list[bytes]:
     return [line.rstrip(b"\r") for line in data.split(b"\n", _HEADER_LINES)[:_HEADER_LINES]]
 

@@ -3,14 +3,23 @@
 pip uninstalls exactly what RECORD lists. Rows of the files the edits change
 get their new hashes and sizes, and the installed modules get rows of their
 own, so `pip uninstall vllm` removes everything this tool added and `pip
-check`-style verification sees no mismatch. Rows are updated in place and new
-rows are appended, so reverting restores RECORD byte for byte.
+check`-style verification sees no mismatch. Rows are updated in place (the
+path as it was spelt, quotes and all) and new rows are appended, so
+reverting restores RECORD byte for byte.
+
+Only the tool's own rows are its to write. A row without a hash (pip's way
+of listing a file it does not vouch for) stays as it is, an edited file
+without a row gets none, and a file at a module's path that the tool did not
+install (upstream's, someone else's, one marked to be kept) gets no row from
+it and keeps whatever row it has: a row the tool added for it would have
+`pip uninstall vllm` delete the user's file.
 """
 
 from __future__ import annotations
 
 import base64
 import csv
+import dataclasses
 import hashlib
 import os
 from pathlib import Path
@@ -52,16 +61,34 @@ def record_of(root: Path) -> tuple[Path | None, str | None]:
     return record, None
 
 
+def _digest(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(
+        b"="
+    ).decode()
+
+
 def row(path: str, data: bytes) -> str:
-    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
-    return f"{path},sha256={digest.decode()},{len(data)}"
+    return f"{path},{_digest(data)},{len(data)}"
 
 
-def reconcile(path: Path, record: bytes, files: dict[str, bytes | None]) -> bytes:
-    """RECORD with rows for `files` (relative path -> content, None if absent)
-    matching them; every other row is kept as it is."""
-    wanted = dict(files)
-    lines = []
+@dataclasses.dataclass(frozen=True)
+class Rows:
+    """What RECORD must say of the files a command leaves behind."""
+
+    #: vLLM's own files the edits touch, as they will be: a row with a hash
+    #: follows the content; none is added.
+    edited: dict[str, bytes]
+    #: The tool's modules, in place: each has a row that matches it.
+    installed: dict[str, bytes]
+    #: The tool's modules, not in place: their rows go. None: whatever the
+    #: row holds (the command removes the tool's file now); bytes: only a
+    #: row that hashes them (the file was gone already: a row of someone
+    #: else's is theirs).
+    removed: dict[str, bytes | None]
+
+
+def reconcile(path: Path, record: bytes, rows: Rows) -> bytes:
+    """RECORD with the tool's rows as `rows` says; every other row as it is."""
     try:
         text = record.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -69,20 +96,29 @@ def reconcile(path: Path, record: bytes, files: dict[str, bytes | None]) -> byte
             f"{path}: not valid UTF-8 (byte {record[error.start]:#04x} at offset "
             f"{error.start}); nothing was written; reinstall vLLM to restore its RECORD"
         ) from None
+    lines = []
+    listed = set()
     for line in text.splitlines(keepends=True):
         body = line.rstrip("\r\n")
         fields = next(csv.reader([body]), [])
-        path = fields[0] if fields else None
-        if path in wanted:
-            content = wanted.pop(path)
-            if content is None:
+        name = fields[0] if fields else None
+        if name in rows.edited and len(fields) >= 3 and fields[1]:
+            # Hash and size are the last two fields, and hold no comma.
+            spelt = body.rsplit(",", 2)[0]
+            content = rows.edited[name]
+            line = f"{spelt},{_digest(content)},{len(content)}" + line[len(body):]
+        elif name in rows.installed:
+            listed.add(name)
+            line = row(name, rows.installed[name]) + line[len(body):]
+        elif name in rows.removed:
+            theirs = rows.removed[name]
+            if theirs is None or (len(fields) >= 2 and fields[1] == _digest(theirs)):
                 continue
-            line = row(path, content) + line[len(body):]
         lines.append(line)
-    added = [path for path, content in wanted.items() if content is not None]
+    added = [name for name in rows.installed if name not in listed]
     if added:
         newline = "\r\n" if lines and lines[-1].endswith("\r\n") else "\n"
         if lines and not lines[-1].endswith(("\n", "\r")):
             lines[-1] += newline
-        lines.extend(row(path, wanted[path]) + newline for path in added)
+        lines.extend(row(name, rows.installed[name]) + newline for name in added)
     return "".join(lines).encode("utf-8")

@@ -1,0 +1,116 @@
+"""RECORD rows are the tool's to write only for the tool's files.
+
+pip uninstalls what RECORD lists: a row the tool added for a file it did not
+install would have `pip uninstall vllm` delete it, and a row of vLLM's own
+rewritten into another spelling would keep `revert` from giving RECORD back
+byte for byte. Each case sets a tree up, runs commands, and compares RECORD
+with what it must be.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.faults import run_tool
+from tests.trees import make_site
+from tests.wheels import vllm_source
+
+pytestmark = pytest.mark.wheels
+
+MODEL = "vllm/model_executor/models/qwen3_dflash2.py"
+PACKAGE = "vllm/v1/worker/gpu/spec_decode/dflash2/__init__.py"
+REGISTRY = "vllm/model_executor/models/registry.py"
+RECORD = "vllm-0.27.1.dist-info/RECORD"
+
+
+def upstreams_model(site: Path) -> None:
+    (site / MODEL).write_bytes((vllm_source("0.28.0") / MODEL).read_bytes())
+
+
+def the_users_kept_model(site: Path) -> None:
+    (site / MODEL).write_text("# dflash2-backport: keep\nprint('my own draft model')\n")
+
+
+def _edit_record(site: Path, change) -> None:
+    path = site / RECORD
+    path.write_text(change(path.read_text()))
+
+
+def registry_row_quoted(site: Path) -> None:
+    _edit_record(site, lambda text: text.replace(f"\n{REGISTRY},", f'\n"{REGISTRY}",'))
+
+
+def registry_row_without_hash(site: Path) -> None:
+    _edit_record(site, lambda text: re.sub(rf"\n{re.escape(REGISTRY)},[^\n]*",
+                                           f"\n{REGISTRY},,", text))
+
+
+def registry_row_missing(site: Path) -> None:
+    _edit_record(site, lambda text: re.sub(rf"\n{re.escape(REGISTRY)},[^\n]*", "", text))
+
+
+def a_stale_row_for_a_module(site: Path) -> None:
+    _edit_record(site, lambda text: text + f"{PACKAGE},,\n")
+
+
+SET_UPS = {
+    "upstream's model file copied in": upstreams_model,
+    "the user's model file, marked to be kept": the_users_kept_model,
+    "registry.py's row with its path quoted": registry_row_quoted,
+    "registry.py's row without a hash": registry_row_without_hash,
+    "registry.py without a row": registry_row_missing,
+    "a row for a module that is not there": a_stale_row_for_a_module,
+}
+
+
+@pytest.mark.parametrize("set_up", SET_UPS.values(), ids=SET_UPS.keys())
+def test_a_revert_with_nothing_to_undo_leaves_record_as_it_is(tmp_path, set_up) -> None:
+    site = make_site("0.27.1", tmp_path / "site")
+    set_up(site)
+    before = (site / RECORD).read_bytes()
+    done = run_tool(["revert", "--site-packages", str(site)])
+    assert done.returncode == 0, done.stderr
+    assert (site / RECORD).read_bytes() == before
+
+
+def without_the_stale_row(record: bytes) -> bytes:
+    return record.replace(f"{PACKAGE},,\n".encode(), b"")
+
+
+# The set-ups apply goes through (upstream's file is drift to it), and RECORD
+# as revert leaves it: as it was, but for a row of a module's path left by an
+# earlier install, which is the tool's once it installs the file there, and
+# goes with the file.
+APPLIED = [
+    (the_users_kept_model, lambda record: record),
+    (registry_row_quoted, lambda record: record),
+    (registry_row_without_hash, lambda record: record),
+    (registry_row_missing, lambda record: record),
+    (a_stale_row_for_a_module, without_the_stale_row),
+]
+
+
+@pytest.mark.parametrize("set_up, expected", APPLIED,
+                         ids=[name for name, set_up in SET_UPS.items()
+                              if set_up is not upstreams_model])
+def test_apply_then_revert_gives_record_back_byte_for_byte(tmp_path, set_up, expected):
+    site = make_site("0.27.1", tmp_path / "site")
+    set_up(site)
+    before = (site / RECORD).read_bytes()
+    for command in ("apply", "revert"):
+        done = run_tool([command, "--site-packages", str(site)])
+        assert done.returncode == 0, done.stderr
+    assert (site / RECORD).read_bytes() == expected(before)
+
+
+def test_a_file_the_user_keeps_gets_no_row_and_the_tools_files_do(tmp_path) -> None:
+    site = make_site("0.27.1", tmp_path / "site")
+    the_users_kept_model(site)
+    done = run_tool(["apply", "--site-packages", str(site)])
+    assert done.returncode == 0, done.stderr
+    listed = {line.split(",")[0] for line in (site / RECORD).read_text().splitlines()}
+    assert MODEL not in listed  # pip uninstall must leave the user's file
+    assert PACKAGE in listed
