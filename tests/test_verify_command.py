@@ -106,11 +106,9 @@ def _processes_mentioning(text: str) -> list[int]:
     return found
 
 
-@pytest.mark.parametrize("arguments", [[], ["--gpu"]], ids=["cpu", "gpu"])
-def test_a_signal_ends_the_probes_and_leaves_nothing(tmp_path, arguments):
-    """The probe process (for --gpu, the one that would start the engines)
-    hangs importing vLLM or torch; SIGTERM to the tool ends it, and the
-    temporary directory goes with it."""
+def _verify_with_probes_that_hang(tmp_path: Path, arguments: list[str]):
+    """`verify` started on a vLLM and torch that hang on import, once its
+    probe runs; and the temporary directory it works in."""
     python, site = bare_venv(tmp_path / "venv")
     for package in ("vllm", "torch"):
         (site / package).mkdir()
@@ -128,6 +126,15 @@ def test_a_signal_ends_the_probes_and_leaves_nothing(tmp_path, arguments):
     while not _processes_mentioning(str(scratch)) or not list(scratch.glob("*/output.log")):
         assert process.poll() is None, "the tool ended before any probe started"
         time.sleep(0.1)
+    return process, scratch
+
+
+@pytest.mark.parametrize("arguments", [[], ["--gpu"]], ids=["cpu", "gpu"])
+def test_a_signal_ends_the_probes_and_leaves_nothing(tmp_path, arguments):
+    """The probe process (for --gpu, the one that would start the engines)
+    hangs importing vLLM or torch; SIGTERM to the tool ends it, and the
+    temporary directory goes with it."""
+    process, scratch = _verify_with_probes_that_hang(tmp_path, arguments)
     process.send_signal(signal.SIGTERM)
     out, err = process.communicate(timeout=60)
     assert process.returncode == 2
@@ -142,23 +149,8 @@ def test_the_probes_end_with_a_command_killed_by_sigkill(tmp_path, arguments):
     """Killed where it cannot clean up (SIGKILL, the OOM killer), the command
     leaves no probe behind, not even one stuck importing vLLM with the
     stopping signals still blocked."""
-    python, site = bare_venv(tmp_path / "venv")
-    for package in ("vllm", "torch"):
-        (site / package).mkdir()
-        (site / package / "__init__.py").write_text(HANGS)
-    scratch = tmp_path / "tmp"
-    scratch.mkdir()
-    environ = {k: v for k, v in os.environ.items()
-               if k not in ("PYTHONPATH", "PYTHONUSERBASE", "VIRTUAL_ENV")}
-    environ["TMPDIR"] = str(scratch)
-    process = subprocess.Popen([str(TOOL), "verify", "--python", str(python), *arguments],
-                               env=environ, stdin=subprocess.DEVNULL,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process, scratch = _verify_with_probes_that_hang(tmp_path, arguments)
     try:
-        while not list(scratch.glob("*/output.log")) or len(
-                _processes_mentioning(str(scratch))) < 1:
-            assert process.poll() is None, "the tool ended before any probe started"
-            time.sleep(0.1)
         process.kill()
         process.wait(timeout=30)
         deadline = time.monotonic() + 20
