@@ -160,9 +160,8 @@ def _writers():  # type: ignore[no-untyped-def]
 def _worker_start(command: int) -> None:
     """A worker leaves SIGINT, SIGTERM and SIGHUP to the command, which
     stops cleanly and waits for it, and dies with the command: killed with
-    SIGKILL, the command would otherwise leave workers that wait forever on
-    a pipe they hold both ends of, and with it the tree's lock, which they
-    inherited."""
+    SIGKILL, the command would otherwise leave workers that wait forever for
+    work that never comes, holding the tree's lock, which they inherited."""
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, signal.SIG_IGN)
     _die_with_parent()
