@@ -704,8 +704,13 @@ class _Request:
     def __init__(self):
         self.outputs = [type("Out", (), {{"token_ids": [1, 2, 3]}})()]
 def _note_cores():
+    # Whole or not at all: the thread dies wherever it is when the engine
+    # exits, and a note truncated then would read empty.
+    note = pathlib.Path({tree!r}, "helper-cores")
     while True:
-        pathlib.Path({tree!r}, "helper-cores").write_text(str(sorted(os.sched_getaffinity(0))))
+        staged = note.with_name(f"helper-cores.{{os.getpid()}}")
+        staged.write_text(str(sorted(os.sched_getaffinity(0))))
+        os.replace(staged, note)
         time.sleep(0.01)
 class LLM:
     def __init__(self, **kwargs):
