@@ -200,7 +200,7 @@ def run_probes(python: str, script: Path, args: list[str], scratch: Path,
     # would leave its process group running: the signals wait, blocked,
     # until the guard is in place.
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, interrupts.SIGNALS)
-    watcher = None
+    process = watcher = None
     try:
         with open(log_file, "wb") as log:
             process = subprocess.Popen(
@@ -210,7 +210,7 @@ def run_probes(python: str, script: Path, args: list[str], scratch: Path,
             )
         watcher = _watch(process.pid)
     except BaseException as error:
-        if watcher is None and "process" in locals():
+        if process is not None:  # the watcher did not start: no probe runs unwatched
             _end_group(process)
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         if isinstance(error, OSError):
