@@ -170,6 +170,9 @@ def _run(cmd: list[str | Path], log: Path, env_extra: dict | None = None) -> Non
     env.pop("PYTHONPATH", None)
     env.pop("VIRTUAL_ENV", None)
     env.setdefault("PIP_DISABLE_PIP_VERSION_CHECK", "1")
+    # A base's wheels (torch's CUDA build brings about 3 GB) would stay in
+    # pip's cache, beside the venv they went into, for the rest of the run.
+    env["PIP_NO_CACHE_DIR"] = "1"
     with open(log, "a") as out:
         out.write(f"$ {' '.join(map(str, cmd))}\n")
         out.flush()
