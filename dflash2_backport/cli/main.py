@@ -241,6 +241,9 @@ def _os_error_line(where: object, error: OSError, command: str) -> str:
         return f"{line}; run as a user who may {may}"
     if error.errno in (errno.ENOSPC, errno.EDQUOT):
         return f"{line}; free space on its file system, then run the command again"
+    if error.errno == errno.EROFS:
+        return (f"{line}; run the command where it can be written (in the image's "
+                "build, or on a read-write mount of it)")
     return line
 
 

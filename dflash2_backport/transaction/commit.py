@@ -306,6 +306,21 @@ _GIVE_WRITE_ACCESS = (
 )
 
 
+# Where no permission would help: a container's read-only root, a read-only
+# bind mount. The edits belong where that image or mount is made.
+_READ_ONLY_MOUNT = (
+    "on a file system mounted read-only; nothing was written; run the command where "
+    "it can be written (in the image's build, or on a read-write mount of it)"
+)
+
+
+def _on_read_only_mount(directory: Path) -> bool:
+    try:
+        return bool(os.statvfs(directory).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
 def _check_writable(root: Path, changes: Iterable[Change]) -> None:
     # A file its owner made read-only is refused, as before any write; the
     # rename itself would only need the directory to be writable.
@@ -314,6 +329,8 @@ def _check_writable(root: Path, changes: Iterable[Change]) -> None:
         directory = path.parent
         while not directory.exists():
             directory = directory.parent
+        if _on_read_only_mount(directory):
+            raise BackportError(f"{directory}: {_READ_ONLY_MOUNT}")
         if change.before is not None and not os.access(path, os.W_OK):
             raise BackportError(f"{path}: read-only; nothing was written; {_GIVE_WRITE_ACCESS}")
         if not os.access(directory, os.W_OK):
