@@ -6,7 +6,10 @@ Two files, one declaration each.
 vllm/v1/worker/gpu/spec_decode/__init__.py, and in it the arm of its
 `if`/`elif` chain that tests `speculative_config.method == "dflash"` (the `if`
 or any `elif`). That arm must still be 0.27.1's: import `DFlashSpeculator` and
-return `DFlashSpeculator(vllm_config, device)`. First in the arm it inserts
+return `DFlashSpeculator(vllm_config, device)`; and a dflash draft must reach
+it: nothing ahead of it may return or raise, but an arm for another method
+name (`speculative_config.method == "mtp"`), so an arm such as
+`use_eagle()`, true for "dflash" too, ahead of it is drift. First in the arm it inserts
 
     if "DFlash2DraftModel" in speculative_config.draft_model_config.architectures:
         from vllm.v1.worker.gpu.spec_decode.dflash2.speculator import (
@@ -31,7 +34,8 @@ instead of failing.
 The forcing branch must come early, beside the other `return True` branches:
 below the default-architecture check it would never be reached for the targets
 that need it, so a DFlash2 branch elsewhere in the method is drift, not
-"applied". vLLM releases that moved the V2 forcing out of `use_v2_model_runner`
+"applied", and so is an anchor with anything ahead of it that may return
+other than True (the user's VLLM_USE_V2_MODEL_RUNNER override aside). vLLM releases that moved the V2 forcing out of `use_v2_model_runner`
 have no multi-KV-group branch to anchor on; that is drift too, and the reason
 names the methods that now consult `_dflash_needs_multi_kv_group`.
 
@@ -157,6 +161,49 @@ def _arms(source: Source, function: Found) -> list[Found]:
     return arms
 
 
+def _other_method(test: ast.expr) -> bool:
+    """Whether `test` is `speculative_config.method == "X"` (either way
+    round) with X not "dflash": an arm no dflash draft can take."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1
+            and isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = (test.left, test.comparators[0])
+    method = any(is_attribute(side, "speculative_config", "method") for side in sides)
+    names = [side.value for side in sides if isinstance(side, ast.Constant)]
+    return method and len(names) == 1 and isinstance(names[0], str) and names[0] != "dflash"
+
+
+def _leaves(statements: Sequence[ast.stmt]) -> bool:
+    """Whether running `statements` may leave the function (a return or a
+    raise; an assert only guards)."""
+    return any(isinstance(n, ast.Return | ast.Raise) for s in statements for n in ast.walk(s))
+
+
+def _taken_ahead(source: Source, function: Found, arm: ast.If) -> str | None:
+    """What a dflash draft may meet before the dflash arm and leave the
+    function by: an arm of another test, or a statement that returns or
+    raises. A fork's arm for another method name is no such thing."""
+    for statement in function.node.body:  # type: ignore[attr-defined]
+        if not isinstance(statement, ast.If):
+            if _leaves([statement]):
+                return source.describe(statement)
+            continue
+        branch: ast.If | None = statement
+        while branch is not None:
+            if branch is arm:
+                return None
+            if not _other_method(branch.test) and _leaves(branch.body):
+                return f"the arm testing {source.describe(branch.test)}"
+            tail = branch.orelse
+            if len(tail) == 1 and isinstance(tail[0], ast.If) and source.starts_with(tail[0], b"elif"):
+                branch = tail[0]
+            else:
+                if _leaves(tail):
+                    return f"the `else` of the chain testing {source.describe(statement.test)}"
+                branch = None
+    return None
+
+
 def _statements_mean(statements: Sequence[ast.stmt], code: str) -> bool:
     return bool(statements) and meaning(statements) == meaning(code)
 
@@ -197,6 +244,14 @@ def _selection(source: Source) -> Judged:
     (arm,) = arms
     node = arm.node
     assert isinstance(node, ast.If)
+    ahead = _taken_ahead(source, function, node)
+    if ahead is not None:
+        return drift(
+            f"the dflash arm of {SELECTOR}() to be the one a dflash draft reaches, "
+            "as in vLLM 0.27.1",
+            f"{ahead} ahead of it, which a dflash draft may take first; put the "
+            "dflash arm ahead of it",
+        )
     site = Arm(path=arm.pinned(), quote=_quote(source, node.test))
     body = node.body
 
@@ -273,6 +328,15 @@ def _branch(source: Source, cls: Found) -> Judged:
             _no_anchor(source, cls, runner, len(anchors)),
         )
     (index,) = anchors
+    early = _returns_before(statements[:index])
+    if early is not None:
+        return drift(
+            f"only `return True` ahead of the `if self.{RUNNER_ANCHOR_METHOD}(): "
+            f"return True` branch in {RUNNER}, besides the VLLM_USE_V2_MODEL_RUNNER "
+            "override, as in vLLM 0.27.1",
+            f"{source.describe(early)} ahead of it; the DFlash2 branch goes right "
+            "after that branch and must come ahead of the checks that may return False",
+        )
     ours = [i for i, s in enumerate(statements) if _is_branch(s.node, DFLASH2_BRANCH)]  # type: ignore[arg-type]
     if ours == [index + 1]:
         return applied(Site(path=statements[index + 1].pinned()))
@@ -290,6 +354,31 @@ def _branch(source: Source, cls: Found) -> Judged:
             "that may return False",
         )
     return pending(Site(path=statements[index].pinned()))
+
+
+def _returns_before(statements: Sequence[Found]) -> ast.stmt | None:
+    """The first statement ahead of the anchor that may return other than
+    True. The user's VLLM_USE_V2_MODEL_RUNNER is returned as it is set: the
+    one choice the forcing must not override."""
+    overrides = {
+        target.id
+        for found in statements
+        if isinstance(found.node, ast.Assign)
+        and is_attribute(found.node.value, "envs", "VLLM_USE_V2_MODEL_RUNNER")
+        for target in found.node.targets
+        if isinstance(target, ast.Name)
+    }
+    for found in statements:
+        for node in ast.walk(found.node):
+            if not isinstance(node, ast.Return):
+                continue
+            value = node.value
+            if isinstance(value, ast.Constant) and value.value is True:
+                continue
+            if isinstance(value, ast.Name) and value.id in overrides:
+                continue
+            return found.node  # type: ignore[return-value]
+    return None
 
 
 def _no_anchor(source: Source, cls: Found, runner: Found, count: int) -> str:

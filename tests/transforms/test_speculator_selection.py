@@ -221,6 +221,18 @@ SELECTION_DRIFT = {
     + textwrap.indent(textwrap.dedent(DFLASH2_SELECTION), "    ")
     + DFLASH1_ARM,
     "two dflash arms": SELECTOR + DFLASH1_ARM + swap(DFLASH1_ARM, "if ", "elif "),
+    # use_eagle() is true for "dflash": the dflash arm behind it is dead code.
+    "an arm ahead of the dflash arm catches dflash drafts": SELECTOR
+    + "    if speculative_config.use_eagle():\n"
+    + "        return EagleSpeculator(vllm_config, device)\n"
+    + swap(DFLASH1_ARM, "if ", "elif "),
+    "a method list ahead of the dflash arm names dflash": SELECTOR
+    + '    if speculative_config.method in ("eagle", "dflash"):\n'
+    + "        return EagleSpeculator(vllm_config, device)\n"
+    + swap(DFLASH1_ARM, "if ", "elif "),
+    "a return ahead of the dflash arm's chain": SELECTOR
+    + "    return build_speculator(vllm_config, device)\n"
+    + DFLASH1_ARM,
     "no init_speculator": swap(SELECTOR, "init_speculator", "build_speculator")
     + DFLASH1_ARM,
 }
@@ -394,6 +406,15 @@ CONFIG_APPLIED_VARIANTS = {
 }
 
 CONFIG_DRIFT = {
+    "a check that returns False moved ahead of the anchor": swapped(
+        CONFIG_PENDING,
+        (
+            "        # Mixed sliding/full DFlash drafts need multiple KV groups (V2 only).\n",
+            "        if not self._is_default_v2_model_runner_model():\n"
+            "            return False\n\n"
+            "        # Mixed sliding/full DFlash drafts need multiple KV groups (V2 only).\n",
+        ),
+    ),
     "V2 forcing moved out of use_v2_model_runner": """
         class VllmConfig:
             @property
