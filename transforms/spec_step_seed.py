@@ -51,6 +51,8 @@ if other code in gumbel.py reads it, that is drift.
 
 from __future__ import annotations
 
+import ast
+
 from .edit import Edit, Fix, Hunk, Judged, Role, drift, exactly_one
 from .judging import kept_while_used
 from .names import Readers, binders
@@ -163,19 +165,51 @@ def judge_rejection(source: Source) -> dict[str, Judged]:
     kernel = exactly_one(
         source.module.defs("_rejection_kernel"), "one module-level function _rejection_kernel"
     )
-    judged[UNIFORM_HUNK.name] = (
-        kernel
-        if isinstance(kernel, Judged)
-        else judge_run(
-            source,
-            kernel,
-            UNIFORM_HUNK,
-            "the acceptance uniform `u = tl_rand32(seed, pos, includes_zero=False)` "
-            "in _rejection_kernel",
-            deep=True,
-        )
+    if isinstance(kernel, Judged):
+        judged[UNIFORM_HUNK.name] = kernel
+        return judged
+    uniform = judge_run(
+        source,
+        kernel,
+        UNIFORM_HUNK,
+        "the acceptance uniform `u = tl_rand32(seed, pos, includes_zero=False)` "
+        "in _rejection_kernel",
+        deep=True,
     )
+    if uniform.state is not State.DRIFT:
+        uniform = _names_the_draw_reads(source, kernel.node) or uniform  # type: ignore[arg-type]
+    judged[UNIFORM_HUNK.name] = uniform
     return judged
+
+
+def _names_the_draw_reads(source: Source, kernel: ast.FunctionDef) -> Judged | None:
+    """The fixed draw reads `i` as the draft step and USE_BLOCK_VERIFICATION
+    as the kernel's switch: in a kernel that names them otherwise it would
+    read an unbound name, or another value."""
+    expected = (
+        "the uniform drawn inside `for i in range(...)`, `i` the draft step, in a "
+        "_rejection_kernel with the parameter USE_BLOCK_VERIFICATION, as in vLLM 0.27.1"
+    )
+    parameters = [a.arg for a in kernel.args.args + kernel.args.kwonlyargs]
+    if "USE_BLOCK_VERIFICATION" not in parameters:
+        return drift(expected, "no parameter USE_BLOCK_VERIFICATION")
+    draws = [
+        node for node in ast.walk(kernel)
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+        and isinstance(node.value.func, ast.Name) and node.value.func.id == "tl_rand32"
+        and [ast.unparse(t) for t in node.targets] == ["u"]
+    ]
+    loops = [
+        loop for loop in ast.walk(kernel)
+        if isinstance(loop, ast.For) and any(d in ast.walk(loop) for d in draws)
+    ]
+    # ast.walk goes breadth first: the last loop around the draw is the innermost.
+    loop = loops[-1] if loops else None
+    if loop is None or not (isinstance(loop.target, ast.Name) and loop.target.id == "i"):
+        found = (f"the loop around it is `for {ast.unparse(loop.target)} in ...`"
+                 if loop is not None else "no loop around it")
+        return drift(expected, found)
+    return None
 
 
 FIX = Fix("", "0.33.0")

@@ -196,6 +196,17 @@ REJECTION_DRIFT = {
         "from vllm.v1.worker.gpu.sample.rand import gumbel_block_argmax, tl_rand32\n",
     ),
     "no _rejection_kernel": swap(REJECTION_PENDING, "def _rejection_kernel(", "def _reject("),
+    # The fixed draw reads `i` and USE_BLOCK_VERIFICATION: named otherwise,
+    # it would read an unbound name.
+    "the draft step named otherwise": swapped(
+        REJECTION_PENDING,
+        ("    for i in range(num_draft_tokens):\n", "    for step in range(num_draft_tokens):\n"),
+        ("        pos = tl.load(pos_ptr + i)\n", "        pos = tl.load(pos_ptr + step)\n"),
+        ("u <= 0.5, i + 1,", "u <= 0.5, step + 1,"),
+    ),
+    "the switch named otherwise": REJECTION_PENDING.replace(
+        "USE_BLOCK_VERIFICATION", "BLOCK_VERIFY"
+    ),
 }
 
 
