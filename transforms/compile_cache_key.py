@@ -73,6 +73,9 @@ def judge(source: Source) -> dict[str, Judged]:
     method = exactly_one(cls.defs(METHOD), f"one method {CLASS}.{METHOD}")
     if isinstance(method, Judged):
         return {HUNK.name: method}
+    not_a_list = _factors_not_a_list(source, method.node)  # type: ignore[arg-type]
+    if not_a_list is not None:
+        return {HUNK.name: not_a_list}
     judged = statement_beside(
         method,
         lambda s: isinstance(s, ast.Assign) and same_meaning(s, ANCHOR),
@@ -93,6 +96,26 @@ def judge(source: Source) -> dict[str, Judged]:
             )
         }
     return {HUNK.name: judged}
+
+
+def _factors_not_a_list(source: Source, method: ast.FunctionDef) -> Judged | None:
+    """The factor is appended: `factors` must be bound once, to a list."""
+    bindings = [
+        node for node in ast.walk(method)
+        if isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign)
+        and any(isinstance(t, ast.Name) and t.id == "factors"
+                for t in (node.targets if isinstance(node, ast.Assign) else [node.target]))
+    ]
+    if len(bindings) == 1 and isinstance(bindings[0], ast.Assign | ast.AnnAssign) \
+            and isinstance(bindings[0].value, ast.List):
+        return None
+    found = (", ".join(source.describe(b) for b in bindings[:2])
+             if bindings else "no binding of it")
+    return drift(
+        f"`factors` bound once in {CLASS}.{METHOD}, to a list the factor is "
+        "appended to (`factors: list[Any] = []`), as in vLLM 0.27.1",
+        found,
+    )
 
 
 COMPILE_CACHE_KEY = Edit(

@@ -13,6 +13,7 @@ from ._cases import (
     output,
     refusal,
     swap,
+    swapped,
     verdicts,
 )
 
@@ -89,6 +90,18 @@ SEMANTIC = {
         FACTOR.lstrip("\n") + "        return hash_str\n",
     ),
     "the factor twice": swap(APPLIED, "        return hash_str\n", FACTOR + "        return hash_str\n"),
+    # The factor is appended: a tuple has no append.
+    "the factors a tuple": swapped(
+        PENDING,
+        ("        factors: list[Any] = []\n", "        factors: tuple[Any, ...] = ()\n"),
+        ("        factors.append(uses_aux_hidden_states)\n",
+         "        factors += (uses_aux_hidden_states,)\n"),
+    ),
+    "the factors rebound before the hashing": swap(
+        PENDING,
+        "        hash_str = safe_hash(",
+        "        factors = tuple(factors)\n        hash_str = safe_hash(",
+    ),
 }
 
 
