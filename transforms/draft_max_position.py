@@ -446,6 +446,9 @@ def _arm_0260(source: Source, cls: Found) -> Judged:
     )
 
 
+RAISE = "draft_hf_config.max_position_embeddings = target_max_model_len"
+
+
 def _guard(cls: Found) -> Judged:
     helper = exactly_one(cls.defs(HELPER), f"one method {CLASS}.{HELPER}")
     if isinstance(helper, Judged):
@@ -456,6 +459,16 @@ def _guard(cls: Found) -> Judged:
         return drift(
             f"{CLASS}.{HELPER} as vLLM 0.27.1 has it, or as the backport changes it there",
             "the one the backport writes for vLLM 0.26.0, beside an EAGLE arm that 0.26.0 lacks",
+        )
+    # What the guard's callers rely on the helper to do past the guard.
+    raises = [s for s in node.body if same_meaning(s, RAISE)]
+    decorators = [ast.unparse(d) for d in node.decorator_list]
+    if len(raises) != 1 or decorators != ["staticmethod"]:
+        return drift(
+            f"{CLASS}.{HELPER} a staticmethod that raises the draft's "
+            f"max_position_embeddings (`{RAISE}`), as in vLLM 0.27.1",
+            f"{len(raises)} such statements" if len(raises) != 1
+            else f"its decorators {decorators}",
         )
     guard = statement_beside(
         helper,

@@ -306,6 +306,17 @@ ALREADY_APPLIED = {
 }
 
 SEMANTIC = {
+    # The guard's callers rely on the helper to raise the draft's positions.
+    "the helper caps what it raises": swap(
+        PENDING,
+        "        draft_hf_config.max_position_embeddings = target_max_model_len\n",
+        "        draft_hf_config.max_position_embeddings = min(target_max_model_len, 32768)\n",
+    ),
+    "the helper no longer a staticmethod": swap(
+        PENDING,
+        "    @staticmethod\n    def _maybe_override_draft_max_position_embeddings(",
+        "    @classmethod\n    def _maybe_override_draft_max_position_embeddings(",
+    ),
     "the EAGLE arm tests only eagle": swap(
         PENDING, 'if self.method in ("eagle", "eagle3"):', 'if self.method == "eagle":'
     ),
