@@ -26,8 +26,10 @@ top-k helpers
 
 get_top_k_tokens
     Must be there: class `LogitsProcessor` with a method `extra_repr`, and
-    what the new method calls: the method `_apply_head` and the module-level
-    names `VocabParallelEmbedding` and `tensor_model_parallel_all_gather`.
+    what the new method calls: the method `_apply_head`, taking
+    `(self, lm_head, hidden_states, embedding_bias)` in that order, and the
+    module-level names `VocabParallelEmbedding` and
+    `tensor_model_parallel_all_gather`.
     Inserts, right before `extra_repr`:
         def get_top_k_tokens(self, lm_head, hidden_states, k,
                              embedding_bias=None) -> (ids, values)
@@ -145,8 +147,9 @@ GET_TOP_K_TOKENS = '''\
 CLASS = "LogitsProcessor"
 METHOD = "get_top_k_tokens"
 METHOD_ANCHOR = "extra_repr"
-#: What the new method relies on besides the helpers inserted with it.
-METHOD_NEEDS_MEMBERS = ("_apply_head",)
+#: What the new method relies on besides the helpers inserted with it: the
+#: methods it calls, by the parameters it passes them positionally.
+METHOD_NEEDS_MEMBERS = {"_apply_head": ("self", "lm_head", "hidden_states", "embedding_bias")}
 METHOD_NEEDS_NAMES = ("VocabParallelEmbedding", "tensor_model_parallel_all_gather")
 
 _WHY = (
@@ -348,11 +351,17 @@ def _method(source: Source, bindings: dict[str, list[str]]) -> Judged:
     problems = []
     if not anchors:
         problems.append(f"no method `{METHOD_ANCHOR}` to put it before")
-    problems += [
-        f"no method `{name}`, which it calls"
-        for name in METHOD_NEEDS_MEMBERS
-        if not cls.defs(name)
-    ]
+    for name, parameters in METHOD_NEEDS_MEMBERS.items():
+        found = cls.defs(name)
+        if not found:
+            problems.append(f"no method `{name}`, which it calls")
+            continue
+        taken = tuple(a.arg for a in found[0].node.args.args)  # type: ignore[attr-defined]
+        if len(found) > 1 or taken != parameters:
+            problems.append(
+                f"`{name}({', '.join(taken)})`, which it calls as "
+                f"`{name}({', '.join(parameters[1:])})`"
+            )
     problems += [
         f"no module-level `{name}`, which it uses"
         for name in METHOD_NEEDS_NAMES

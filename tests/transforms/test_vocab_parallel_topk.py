@@ -338,6 +338,12 @@ DRIFT = {
     ),
     "extra_repr renamed": swap(PENDING, "def extra_repr(", "def __repr__("),
     "no _apply_head to call": swap(PENDING, "def _apply_head(", "def _project("),
+    # The new method passes lm_head first: a fork's order would swap them.
+    "_apply_head takes its tensors in another order": swap(
+        PENDING,
+        "    def _apply_head(self, lm_head, hidden_states, embedding_bias):",
+        "    def _apply_head(self, hidden_states, lm_head, embedding_bias):",
+    ),
     "tensor_model_parallel_all_gather not imported": swap(
         PENDING, "from vllm.distributed import tensor_model_parallel_all_gather\n", ""
     ),
