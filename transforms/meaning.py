@@ -3,7 +3,8 @@
 Formatting, comments, quote style, blank lines, trailing commas and
 parentheses never reach Python's AST, so two pieces of code that differ only
 in those compare equal. Docstrings do reach it; they are dropped because
-rewording one changes no behaviour. A docstring is what Python takes for
+rewording one changes no behaviour. So does the order an import lists its
+names in; it is put in one order, since it binds the same names either way. A docstring is what Python takes for
 one: a plain string first in a module, class or function body, nothing else.
 
 When code does not mean what the spec's does, `where_it_differs` says where,
@@ -31,20 +32,31 @@ def is_docstring(statement: ast.stmt) -> bool:
     )
 
 
+def _bound(alias: ast.alias) -> str:
+    return alias.asname or alias.name.partition(".")[0]
+
+
 @contextlib.contextmanager
 def _docstrings_hidden(roots: Sequence[ast.AST]) -> Iterator[None]:
-    # The tree is the file's: take the docstrings out only while dumping.
-    hidden = []
+    # The tree is the file's: take the docstrings out, and put an import's
+    # names in one order, only while dumping. The order an import lists its
+    # names in binds nothing differently, unless one name is bound twice.
+    hidden: list[tuple[ast.AST, str, list]] = []
     for root in roots:
         for node in ast.walk(root):
             if isinstance(node, _SCOPES) and node.body and is_docstring(node.body[0]):
-                hidden.append((node, node.body))
+                hidden.append((node, "body", node.body))
                 node.body = node.body[1:] or [ast.Pass()]
+            elif isinstance(node, ast.Import | ast.ImportFrom) and len(node.names) > 1:
+                bound = [_bound(a) for a in node.names]
+                if len(set(bound)) == len(bound):
+                    hidden.append((node, "names", node.names))
+                    node.names = sorted(node.names, key=lambda a: (a.name, a.asname or ""))
     try:
         yield
     finally:
-        for node, body in reversed(hidden):
-            node.body = body
+        for node, field, value in reversed(hidden):
+            setattr(node, field, value)
 
 
 def meaning(code: Code) -> str:

@@ -11,7 +11,8 @@ drop decided by the method
     In `__init__`, the arm `if speculative_config.use_eagle():` (setting
     `self.use_eagle = True` and the lookahead) also sets
     `self.use_eagle_block_drop` to whether the method is neither dflash nor
-    dspark.
+    dspark. That arm and the default must be all that sets `self.use_eagle`:
+    set elsewhere too, it would say "drop" where the flag stays False.
 KV cache manager
     The `KVCacheManager(...)` it builds gets `use_eagle=self.use_eagle_block_drop`
     instead of `use_eagle=self.use_eagle`; every other argument as 0.27.1's.
@@ -150,6 +151,17 @@ def judge(source: Source) -> dict[str, Judged]:
         MANAGER.name: run(init, MANAGER, "the `KVCacheManager(...)` built", False),
         BACK_OFF.name: run(split, BACK_OFF, "the `if self.use_eagle:` back-off", True),
     }
+    # The flag is derived where use_eagle is set True; set elsewhere too,
+    # use_eagle would say "drop" with the flag left False there.
+    eagle_setters = attribute_setters(source.tree, "use_eagle")
+    if len(eagle_setters) > 2 and judged[DECIDED.name].state is not State.DRIFT:
+        judged[DECIDED.name] = drift(
+            "`self.use_eagle` set only by its default and the "
+            "`if speculative_config.use_eagle():` arm, as in vLLM 0.27.1, which the "
+            f"fix derives `{FLAG}` beside",
+            f"{len(eagle_setters)} settings of it, on lines "
+            + ", ".join(str(s.lineno) for s in eagle_setters),
+        )
     other = _set_otherwise(source, judged)
     if other is not None and judged[FLAG_INIT.name].state is not State.DRIFT:
         judged[FLAG_INIT.name] = drift(

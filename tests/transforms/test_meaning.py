@@ -58,3 +58,33 @@ FORMS = {
 def test_code_means_the_same_in_every_form(one, other, same: bool) -> None:
     assert same_meaning(one, other) is same
     assert same_meaning(other, one) is same
+
+
+# (one import, another, same meaning): the order an import lists its names in
+# binds nothing differently, unless a name is bound twice.
+IMPORTS = {
+    "names in another order": (
+        "from m import a, b", "from m import b, a", True),
+    "aliases in another order": (
+        "from m import a as x, b as y", "from m import b as y, a as x", True),
+    "modules in another order": ("import os, sys", "import sys, os", True),
+    "another name": ("from m import a, b", "from m import a, c", False),
+    "the same names from another module": ("from m import a, b", "from n import b, a", False),
+    "a name bound twice: the last one wins": (
+        "from m import a as x, b as x", "from m import b as x, a as x", False),
+    "the order of statements still counts": (
+        "from m import a\nfrom m import b", "from m import b\nfrom m import a", False),
+}
+
+
+@pytest.mark.parametrize("one, other, same", IMPORTS.values(), ids=IMPORTS.keys())
+def test_an_import_means_the_same_whatever_order_it_lists_its_names_in(
+    one: str, other: str, same: bool
+) -> None:
+    assert same_meaning(one, other) is same
+    assert same_meaning(_statements(other), one) is same
+    # Comparing leaves the parsed tree as it was.
+    tree = _statements(other)
+    before = ast.dump(tree[0])
+    same_meaning(tree, one)
+    assert ast.dump(tree[0]) == before

@@ -138,6 +138,19 @@ ALREADY_APPLIED = {
 }
 # Each row: the file, the hunk refused, and what the refusal says it found.
 DRIFT = {
+    # The flag is derived in the use_eagle() arm alone: another arm that
+    # sets use_eagle would leave the flag False where use_eagle is True.
+    "another arm sets use_eagle": (
+        swap(
+            PENDING,
+            "            if speculative_config.use_dflash():\n",
+            '            if speculative_config.method == "my_eagle":\n'
+            "                self.use_eagle = True\n"
+            "            if speculative_config.use_dflash():\n",
+        ),
+        DECIDED.name,
+        "3 settings of it, on lines 12, 17, 20",
+    ),
     "the flag set once more after the fix's": (
         swap(
             APPLIED,

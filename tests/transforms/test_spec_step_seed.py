@@ -161,6 +161,22 @@ REJECTION_APPLIED = swapped(
 )
 REJECTION_HUNKS = (IMPORT_HUNK.name, UNIFORM_HUNK.name)
 
+# The gumbel helpers imported in another order: the same names, patched as
+# 0.27.1's line is (reverted, the line comes back in 0.27.1's order).
+REORDERED_IMPORT = swap(
+    REJECTION_PENDING,
+    "import gumbel_block_argmax, tl_rand32\n",
+    "import tl_rand32, gumbel_block_argmax\n",
+)
+
+
+def test_the_gumbel_helpers_imported_in_another_order_are_patched() -> None:
+    assert verdicts(BlockUniform, REORDERED_IMPORT) == dict.fromkeys(
+        REJECTION_HUNKS, State.PENDING
+    )
+    assert output(BlockUniform, REORDERED_IMPORT) == REJECTION_APPLIED
+
+
 REJECTION_ALREADY_APPLIED = {
     "the import on one line": swapped(
         REJECTION_APPLIED,
