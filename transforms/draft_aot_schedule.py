@@ -126,9 +126,19 @@ def _import(source: Source) -> Judged:
         )
     anchors = [s for s in statements if same_meaning(s.node, IMPORT.before)]
     if len(anchors) != 1:
+        # An import of KVCacheConfig among other names is not the line the
+        # fix extends; say which it is rather than "none".
+        others = [
+            s for s in statements
+            if isinstance(s.node, ast.ImportFrom) and s.node.module == "vllm.v1.kv_cache_interface"
+            and any(a.name == "KVCacheConfig" for a in s.node.names)
+        ]
+        found = (f"{len(anchors)} of them" if anchors
+                 else f"{source.describe(others[0].node, 100)}, which imports other names too"
+                 if others else "none")
         return drift(
             f"`{IMPORT_0271.strip()}` at module level, to import {NAME} with it",
-            f"{len(anchors)} of them" if anchors else "none",
+            found,
         )
     return pending(run_site(anchors))
 

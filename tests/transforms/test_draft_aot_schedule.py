@@ -138,6 +138,16 @@ ALREADY_APPLIED = {
 }
 # Each row: the file, the hunk refused, and what the refusal says it found.
 DRIFT = {
+    "KVCacheConfig imported among other names": (
+        swap(
+            PENDING,
+            "from vllm.v1.kv_cache_interface import KVCacheConfig\n",
+            "from vllm.v1.kv_cache_interface import KVCacheConfig, KVCacheSpec\n",
+        ),
+        IMPORT.name,
+        "found 'from vllm.v1.kv_cache_interface import KVCacheConfig, KVCacheSpec', "
+        "which imports other names too",
+    ),
     "the schedule left on": (
         swap(APPLIED, OFF, OFF.replace("= False", "= True")),
         AOT_OFF.name,
