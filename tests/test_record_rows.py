@@ -114,3 +114,27 @@ def test_a_file_the_user_keeps_gets_no_row_and_the_tools_files_do(tmp_path) -> N
     listed = {line.split(",")[0] for line in (site / RECORD).read_text().splitlines()}
     assert MODEL not in listed  # pip uninstall must leave the user's file
     assert PACKAGE in listed
+
+
+def _marked_to_keep(site: Path) -> None:
+    path = site / MODEL
+    path.write_text("# dflash2-backport: keep\n" + path.read_text() + "# my local fix\n")
+
+
+@pytest.mark.parametrize("then", ["apply", "revert"])
+def test_a_module_the_tool_installed_then_marked_to_keep_loses_its_row(tmp_path, then) -> None:
+    """The row `apply` wrote for the file goes once the file is the user's,
+    whichever command comes next, and RECORD is vLLM's own again."""
+    site = make_site("0.27.1", tmp_path / "site")
+    before = (site / RECORD).read_bytes()
+    assert run_tool(["apply", "--site-packages", str(site)]).returncode == 0
+    _marked_to_keep(site)
+    pending = run_tool(["check", "--site-packages", str(site)])
+    assert pending.returncode == 1 and "pending   record" in pending.stdout, pending.stdout
+    done = run_tool([then, "--site-packages", str(site)])
+    assert done.returncode == 0, done.stderr
+    listed = {line.split(",")[0] for line in (site / RECORD).read_text().splitlines()}
+    assert MODEL not in listed  # pip uninstall must leave the user's file
+    if then == "revert":
+        assert (site / RECORD).read_bytes() == before
+    assert "# my local fix" in (site / MODEL).read_text()

@@ -131,12 +131,17 @@ def _rows(plan: Plan, files: list[JudgedFile]) -> record.Rows:
     edits touch, their content; of the modules, those of the tool's that
     stand in place and those that do not. A file at a module's path that is
     not the tool's (kept, upstream's, someone else's) is left out: its row,
-    or its lack of one, is not the tool's to change."""
+    or its lack of one, is not the tool's to change, but for the row the tool
+    wrote for a module the user has since marked to be kept."""
     edited = {f.path: f.patched if f.patched is not None else f.original for f in files}
     installed: dict[str, bytes] = {}
     removed: dict[str, bytes | None] = {}
     for module in plan.modules:
         if module.kept:
+            # The user's now: a row the tool wrote when it installed the file
+            # goes, or `pip uninstall vllm` would delete it; any other row is
+            # not the tool's.
+            removed[module.dest] = shipped_content(module.dest)
             continue
         to_do = plan.module_to_do(module)
         if plan.direction is Direction.APPLY:

@@ -151,6 +151,7 @@ def commit(root: Path, command: str, changes: Sequence[Change], edit_set: str) -
     paths = [c.path for c in changes]
     with Tree(root) as tree:
         _check_writable(root, changes)
+        _check_bytecode(root, changes)
         intent = Intent(
             command,
             Phase.STAGING,
@@ -336,6 +337,42 @@ def _check_writable(root: Path, changes: Iterable[Change]) -> None:
         if not os.access(directory, os.W_OK):
             raise BackportError(
                 f"{directory}: directory is read-only; nothing was written; {_GIVE_WRITE_ACCESS}"
+            )
+
+
+def _unchecked_bytecode(path: Path) -> Path | None:
+    """Bytecode of `path` compiled as unchecked-hash (`compileall
+    --invalidation-mode unchecked-hash`, as reproducible image builds do):
+    Python runs it without looking at the source, so an edit of the source
+    would not take effect."""
+    try:
+        candidates = sorted((path.parent / "__pycache__").glob(f"{path.stem}.*.pyc"))
+    except OSError:
+        return None
+    for pyc in candidates:
+        try:
+            with open(pyc, "rb") as handle:
+                header = handle.read(8)
+        except OSError:
+            continue
+        # The header's flags: bit 0 hash-based, bit 1 check the source.
+        if len(header) == 8 and int.from_bytes(header[4:8], "little") & 0b11 == 0b01:
+            return pyc
+    return None
+
+
+def _check_bytecode(root: Path, changes: Iterable[Change]) -> None:
+    for change in changes:
+        path = root / change.path
+        if path.suffix != ".py" or change.before is None or change.after is None:
+            continue
+        pyc = _unchecked_bytecode(path)
+        if pyc is not None:
+            raise BackportError(
+                f"{pyc}: unchecked-hash bytecode, which Python runs without reading "
+                f"{path.name}, so the change would not take effect; nothing was written; "
+                "remove it (or vLLM's __pycache__ directories), run the command again, "
+                "and compile afresh afterwards if the image needs it"
             )
 
 
