@@ -138,3 +138,32 @@ def test_a_module_the_tool_installed_then_marked_to_keep_loses_its_row(tmp_path,
     if then == "revert":
         assert (site / RECORD).read_bytes() == before
     assert "# my local fix" in (site / MODEL).read_text()
+
+
+# What a second vllm-*.dist-info holds -> whether the tool refuses the tree.
+SECOND_DIST_INFO = {
+    # pip uninstall after a killed run: pip removed what RECORD listed, and
+    # left the RECORD the run had staged beside it.
+    "only a RECORD this tool staged": ({".RECORD.0123abcd.dflash2-backport-new": "x"}, False),
+    "a distribution's METADATA": ({"METADATA": "Name: vllm\nVersion: 0.28.0\n"}, True),
+    "a staged file and another file": (
+        {".RECORD.0123abcd.dflash2-backport-new": "x", "INSTALLER": "pip\n"}, True),
+}
+
+
+@pytest.mark.parametrize(("files", "refused"), SECOND_DIST_INFO.values(), ids=SECOND_DIST_INFO)
+def test_a_dist_info_that_holds_only_what_this_tool_staged_is_no_distribution(
+    tmp_path, files, refused
+) -> None:
+    site = make_site("0.27.1", tmp_path / "site")
+    ghost = site / "vllm-0.26.0.dist-info"
+    ghost.mkdir()
+    for name, text in files.items():
+        (ghost / name).write_text(text)
+    done = run_tool(["check", "--site-packages", str(site)])
+    if refused:
+        assert done.returncode == 2
+        assert "two vLLM distributions are recorded" in done.stderr
+    else:
+        assert done.returncode == 1, done.stderr
+        assert "vLLM 0.27.1 at" in done.stdout

@@ -705,9 +705,9 @@ def read_intent(tree: Tree, owned: Owned) -> Intent | None:
 def _decode(data: bytes, owned: Owned, where: Path) -> Intent:
     def refuse(reason: str) -> BackportError:
         return BackportError(
-            f"{where}: not a record this tool wrote ({reason}); nothing was touched; if no "
-            "dflash2-backport run was interrupted on this tree, remove the file, then run "
-            "the command again"
+            f"{where}: not a record this tool wrote ({reason}); nothing was "
+            "touched; if no dflash2-backport run was interrupted on this tree, or vLLM was "
+            "reinstalled since one was, remove the file, then run the command again"
         )
 
     try:

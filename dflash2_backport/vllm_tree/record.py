@@ -34,7 +34,7 @@ def dist_info(root: Path) -> Path | None:
     upgrade, say) leave it unclear which one pip believes; the tool will not
     guess.
     """
-    found = sorted(p for p in root.glob("vllm-*.dist-info") if p.is_dir())
+    found = sorted(p for p in root.glob("vllm-*.dist-info") if p.is_dir() and not _emptied(p))
     if len(found) > 1:
         names = " and ".join(p.name for p in found)
         raise BackportError(
@@ -42,6 +42,20 @@ def dist_info(root: Path) -> Path | None:
             "remove the stale one (or reinstall vLLM) so that one remains"
         )
     return found[0] if found else None
+
+
+def _emptied(info: Path) -> bool:
+    """A dist-info that holds nothing but what a killed run of this tool
+    staged there: what `pip uninstall` leaves of one, since pip removes
+    only what RECORD lists. No distribution (pip skips it, having no
+    METADATA); counted as one, it would stop every later run."""
+    from ..transaction.commit import STAGED_SUFFIX
+
+    try:
+        names = [p.name for p in info.iterdir()]
+    except OSError:
+        return False
+    return bool(names) and all(name.endswith(STAGED_SUFFIX) for name in names)
 
 
 def record_of(root: Path) -> tuple[Path | None, str | None]:
