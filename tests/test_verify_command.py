@@ -162,6 +162,63 @@ def test_the_probes_end_with_a_command_killed_by_sigkill(tmp_path, arguments):
             os.kill(pid, signal.SIGKILL)
 
 
+# The probe's start, as run_probes makes it, by a command that is then
+# killed before it could start the probe's watcher.
+LAUNCHER = """
+import os, subprocess, sys, time
+bootstrap, script = sys.argv[1], sys.argv[2]
+probe = subprocess.Popen([sys.executable, "-c", bootstrap, script],
+                         env={**os.environ, "DFLASH2_BACKPORT_PROBE_PARENT": str(os.getpid())},
+                         start_new_session=True)
+print(probe.pid, flush=True)
+time.sleep(300)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
+def test_a_probe_dies_with_a_command_killed_before_its_watcher_started(tmp_path):
+    started = tmp_path / "started"
+    script = tmp_path / "probe.py"
+    script.write_text(f"open({str(started)!r}, 'w').close()\nimport time\ntime.sleep(120)\n")
+    launcher = subprocess.Popen(
+        [sys.executable, "-c", LAUNCHER, verify._BOOTSTRAP, str(script)],
+        stdout=subprocess.PIPE, text=True)
+    probe = int(launcher.stdout.readline())
+    try:
+        while not started.exists():
+            assert _alive(probe), "the probe ended before it ran"
+            time.sleep(0.05)
+        launcher.kill()
+        launcher.wait()
+        deadline = time.monotonic() + 20
+        while _alive(probe) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(probe)
+    finally:
+        if _alive(probe):
+            os.kill(probe, signal.SIGKILL)
+
+
+def test_a_probe_whose_command_has_died_already_does_not_run(tmp_path):
+    ran = tmp_path / "ran"
+    script = tmp_path / "probe.py"
+    script.write_text(f"open({str(ran)!r}, 'w').close()\n")
+    # Started by this process, but told another started it: as if its
+    # command had died and it had been handed to another parent.
+    environ = {**os.environ, "DFLASH2_BACKPORT_PROBE_PARENT": str(os.getpid() + 1_000_000)}
+    done = subprocess.run([sys.executable, "-c", verify._BOOTSTRAP, str(script)], env=environ)
+    assert done.returncode == 1
+    assert not ran.exists()
+
+
 # A probe that starts a process, leaves it running and ends well.
 LEAVES_A_CHILD = """
 import json, subprocess, sys

@@ -39,9 +39,11 @@ def kind_of(mode: int) -> str:
 
 def link_refusal(path: Path, target: str, kind: str = "file") -> BackportError:
     return BackportError(
-        f"{path}: is a symlink (to {target}); the tool does not write through links, "
-        "which may point into a store other environments share; replace the link "
-        f"with a copy of the {kind}, or patch its target with --root"
+        f"{path}: is a symlink (to {target}); the tool reads and writes no file through "
+        "a link, which may point into a store other environments share (uv's cache, "
+        "for an install made with --link-mode symlink); reinstall vLLM with copies "
+        f"(uv: --link-mode copy), or replace the link with a copy of the {kind}, or "
+        "patch its target with --root"
     )
 
 

@@ -44,13 +44,29 @@ CPU_PLATFORM = "vllm.platforms.cpu.CpuPlatform"
 # `-c` rather than the file itself: running a file puts its directory first on
 # sys.path, and this package's module names (report, record, engine...) must
 # not shadow anything vLLM imports.
+_PARENT = "DFLASH2_BACKPORT_PROBE_PARENT"
 _BOOTSTRAP = (
+    # A command killed (SIGKILL) after starting the probe but before its
+    # watcher would leave the probe running: the probe dies with its parent,
+    # and ends at once if that has died already. The variable goes with the
+    # check: the engines the probe starts are the watcher's to end.
+    "import os, runpy, signal, sys\n"
+    f"parent = os.environ.pop({_PARENT!r}, None)\n"
+    "if parent is not None:\n"
+    "    if sys.platform.startswith('linux'):\n"
+    "        try:\n"
+    "            import ctypes\n"
+    "            ctypes.CDLL(None).prctl(1, int(signal.SIGKILL))\n"
+    "        except (OSError, AttributeError):\n"
+    "            pass\n"
+    "    if os.getppid() != int(parent):\n"
+    "        os._exit(1)\n"
     # The probe starts with the stopping signals blocked (see run_probes) and
     # gives them back to itself and the engines it starts.
-    "import runpy, signal, sys; "
-    f"signal.pthread_sigmask(signal.SIG_UNBLOCK, {tuple(map(int, interrupts.SIGNALS))}); "
-    "del sys.path[0]; sys.argv = sys.argv[1:]; "
-    "runpy.run_path(sys.argv[0], run_name='__main__')"
+    f"signal.pthread_sigmask(signal.SIG_UNBLOCK, {tuple(map(int, interrupts.SIGNALS))})\n"
+    "del sys.path[0]\n"
+    "sys.argv = sys.argv[1:]\n"
+    "runpy.run_path(sys.argv[0], run_name='__main__')\n"
 )
 
 
@@ -205,7 +221,8 @@ def run_probes(python: str, script: Path, args: list[str], scratch: Path,
         with open(log_file, "wb") as log:
             process = subprocess.Popen(
                 [python, "-c", _BOOTSTRAP, str(script), *args, str(result_file)],
-                cwd=scratch, env=environ, stdin=subprocess.DEVNULL, stdout=log,
+                cwd=scratch, env={**environ, _PARENT: str(os.getpid())},
+                stdin=subprocess.DEVNULL, stdout=log,
                 stderr=subprocess.STDOUT, start_new_session=True,
             )
         watcher = _watch(process.pid)
