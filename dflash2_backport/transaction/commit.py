@@ -47,11 +47,10 @@ from pathlib import Path
 from .. import __version__
 from ..utils import interrupts
 from ..utils.errors import BackportError, Interrupted
-from ..utils.safe_files import Tree
+from ..utils.safe_files import STAGED_SUFFIX, Tree
 from .owned import Owned
 
 INTENT = "vllm/.dflash2-backport-intent.json"
-STAGED_SUFFIX = ".dflash2-backport-new"
 #: The record's first key. It also marks the record's own staged copy as
 #: the tool's, so that a copy left by a kill can be told from a planted file.
 FORMAT = "dflash2-backport intent 3"

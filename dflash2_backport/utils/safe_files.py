@@ -33,6 +33,10 @@ _KINDS = (
 )
 
 
+#: What a commit stages a file's new content under, beside it, before the
+#: rename (transaction.commit); what a killed run leaves behind.
+STAGED_SUFFIX = ".dflash2-backport-new"
+
 def kind_of(mode: int) -> str:
     return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 

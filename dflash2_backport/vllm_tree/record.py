@@ -25,6 +25,7 @@ import os
 from pathlib import Path
 
 from ..utils.errors import BackportError
+from ..utils.safe_files import STAGED_SUFFIX
 
 
 def dist_info(root: Path) -> Path | None:
@@ -49,8 +50,6 @@ def _emptied(info: Path) -> bool:
     staged there: what `pip uninstall` leaves of one, since pip removes
     only what RECORD lists. No distribution (pip skips it, having no
     METADATA); counted as one, it would stop every later run."""
-    from ..transaction.commit import STAGED_SUFFIX
-
     try:
         names = [p.name for p in info.iterdir()]
     except OSError:
