@@ -7,9 +7,9 @@ vllm/v1/worker/gpu/spec_decode/__init__.py, and in it the arm of its
 `if`/`elif` chain that tests `speculative_config.method == "dflash"` (the `if`
 or any `elif`). That arm must still be 0.27.1's: import `DFlashSpeculator` and
 return `DFlashSpeculator(vllm_config, device)`; and a dflash draft must reach
-it: nothing ahead of it may return or raise, but an arm for another method
-name (`speculative_config.method == "mtp"`), so an arm such as
-`use_eagle()`, true for "dflash" too, ahead of it is drift. First in the arm it inserts
+it: nothing ahead of it may return or raise but an arm for another method
+name (`speculative_config.method == "mtp"`), so an arm such as `use_eagle()`,
+true for "dflash" too, ahead of it is drift. First in the arm it inserts
 
     if "DFlash2DraftModel" in speculative_config.draft_model_config.architectures:
         from vllm.v1.worker.gpu.spec_decode.dflash2.speculator import (
@@ -35,9 +35,10 @@ The forcing branch must come early, beside the other `return True` branches:
 below the default-architecture check it would never be reached for the targets
 that need it, so a DFlash2 branch elsewhere in the method is drift, not
 "applied", and so is an anchor with anything ahead of it that may return
-other than True (the user's VLLM_USE_V2_MODEL_RUNNER override aside). vLLM releases that moved the V2 forcing out of `use_v2_model_runner`
-have no multi-KV-group branch to anchor on; that is drift too, and the reason
-names the methods that now consult `_dflash_needs_multi_kv_group`.
+other than True (the user's VLLM_USE_V2_MODEL_RUNNER override aside). vLLM
+releases that moved the V2 forcing out of `use_v2_model_runner` have no
+multi-KV-group branch to anchor on; that is drift too, and the reason names
+the methods that now consult `_dflash_needs_multi_kv_group`.
 
 Reverted, the DFlash2 `if` leaves the dflash arm and `use_v2_model_runner`
 with the lines above it, and `_is_dflash2_draft` leaves `VllmConfig`, the member

@@ -47,7 +47,7 @@ from pathlib import Path
 from .. import __version__
 from ..utils import interrupts
 from ..utils.errors import BackportError, Interrupted
-from ..utils.safe_files import STAGED_SUFFIX, Tree
+from ..utils.safe_files import STAGED_SUFFIX, Tree, read_regular
 from .owned import Owned
 
 INTENT = "vllm/.dflash2-backport-intent.json"
@@ -350,9 +350,9 @@ def _unchecked_bytecode(path: Path) -> Path | None:
         return None
     for pyc in candidates:
         try:
-            with open(pyc, "rb") as handle:
-                header = handle.read(8)
-        except OSError:
+            # No link followed, no FIFO opened: a __pycache__ entry may be either.
+            header = (read_regular(pyc) or b"")[:8]
+        except (BackportError, OSError):
             continue
         # The header's flags: bit 0 hash-based, bit 1 check the source.
         if len(header) == 8 and int.from_bytes(header[4:8], "little") & 0b11 == 0b01:
