@@ -133,9 +133,12 @@ def _import(source: Source) -> Judged:
             if isinstance(s.node, ast.ImportFrom) and s.node.module == "vllm.v1.kv_cache_interface"
             and any(a.name == "KVCacheConfig" for a in s.node.names)
         ]
-        found = (f"{len(anchors)} of them" if anchors
-                 else f"{source.describe(others[0].node, 100)}, which imports other names too"
-                 if others else "none")
+        if anchors:
+            found = f"{len(anchors)} of them"
+        elif others:
+            found = f"{source.describe(others[0].node, 100)}, which imports other names too"
+        else:
+            found = "none"
         return drift(
             f"`{IMPORT_0271.strip()}` at module level, to import {NAME} with it",
             found,

@@ -4,8 +4,9 @@ Formatting, comments, quote style, blank lines, trailing commas and
 parentheses never reach Python's AST, so two pieces of code that differ only
 in those compare equal. Docstrings do reach it; they are dropped because
 rewording one changes no behaviour. So does the order an import lists its
-names in; it is put in one order, since it binds the same names either way. A docstring is what Python takes for
-one: a plain string first in a module, class or function body, nothing else.
+names in; it is put in one order, since it binds the same names either way.
+A docstring is what Python takes for one: a plain string first in a module,
+class or function body, nothing else.
 
 When code does not mean what the spec's does, `where_it_differs` says where,
 in a few words a refusal can carry.

@@ -16,7 +16,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..utils.errors import BackportError
+from ..utils.errors import READ_ONLY_MOUNT_REMEDY, BackportError
 
 app = typer.Typer(
     add_completion=False,
@@ -242,8 +242,7 @@ def _os_error_line(where: object, error: OSError, command: str) -> str:
     if error.errno in (errno.ENOSPC, errno.EDQUOT):
         return f"{line}; free space on its file system, then run the command again"
     if error.errno == errno.EROFS:
-        return (f"{line}; run the command where it can be written (in the image's "
-                "build, or on a read-write mount of it)")
+        return f"{line}; {READ_ONLY_MOUNT_REMEDY}"
     return line
 
 

@@ -46,7 +46,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..utils import interrupts
-from ..utils.errors import BackportError, Interrupted
+from ..utils.errors import READ_ONLY_MOUNT_REMEDY, BackportError, Interrupted
 from ..utils.safe_files import STAGED_SUFFIX, Tree, read_regular
 from .owned import Owned
 
@@ -306,14 +306,6 @@ _GIVE_WRITE_ACCESS = (
 )
 
 
-# Where no permission would help: a container's read-only root, a read-only
-# bind mount. The edits belong where that image or mount is made.
-_READ_ONLY_MOUNT = (
-    "on a file system mounted read-only; nothing was written; run the command where "
-    "it can be written (in the image's build, or on a read-write mount of it)"
-)
-
-
 def _on_read_only_mount(directory: Path) -> bool:
     try:
         return bool(os.statvfs(directory).f_flag & os.ST_RDONLY)
@@ -330,7 +322,10 @@ def _check_writable(root: Path, changes: Iterable[Change]) -> None:
         while not directory.exists():
             directory = directory.parent
         if _on_read_only_mount(directory):
-            raise BackportError(f"{directory}: {_READ_ONLY_MOUNT}")
+            raise BackportError(
+                f"{directory}: on a file system mounted read-only; nothing was written; "
+                f"{READ_ONLY_MOUNT_REMEDY}"
+            )
         if change.before is not None and not os.access(path, os.W_OK):
             raise BackportError(f"{path}: read-only; nothing was written; {_GIVE_WRITE_ACCESS}")
         if not os.access(directory, os.W_OK):

@@ -5,6 +5,15 @@ from __future__ import annotations
 import signal
 
 
+#: What to do where a file system is mounted read-only (a container's
+#: read-only root, a read-only bind mount): no permission would help; the
+#: edits belong where that image or mount is made.
+READ_ONLY_MOUNT_REMEDY = (
+    "run the command where it can be written (in the image's build, or on a "
+    "read-write mount of it)"
+)
+
+
 class BackportError(Exception):
     """Something about the target stops the tool; the message says what to do."""
 

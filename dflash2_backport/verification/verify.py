@@ -49,7 +49,9 @@ _BOOTSTRAP = (
     # A command killed (SIGKILL) after starting the probe but before its
     # watcher would leave the probe running: the probe dies with its parent,
     # and ends at once if that has died already. The variable goes with the
-    # check: the engines the probe starts are the watcher's to end.
+    # check: the engines the probe starts are the watcher's to end. The
+    # parent-death signal is set as engine/judge.py sets it for its workers,
+    # written out here: the probe's interpreter need not have this package.
     "import os, runpy, signal, sys\n"
     f"parent = os.environ.pop({_PARENT!r}, None)\n"
     "if parent is not None:\n"
