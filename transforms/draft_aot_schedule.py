@@ -6,7 +6,9 @@ Target: vllm/v1/worker/gpu/spec_decode/dflash/speculator.py, two hunks.
 import
     Must be there: `from vllm.v1.kv_cache_interface import KVCacheConfig`.
     Becomes `from vllm.v1.kv_cache_interface import (KVCacheConfig,
-    get_kv_cache_spec_sliding_window)`. Applied too when the module already
+    get_kv_cache_spec_sliding_window)`, or gets that import on a line of its
+    own after it where the module imports one name a line (isort's
+    force-single-line). Applied too when the module already
     imports `get_kv_cache_spec_sliding_window` from there some other way
     (then there is nothing to add, and nothing to take back).
 loop
@@ -47,8 +49,8 @@ import ast
 from .edit import Edit, Fix, Hunk, Judged, Role, applied, drift, exactly_one, pending
 from .judging import kept_while_used
 from .meaning import same_meaning
-from .names import Readers, attribute_setters, module_bindings, origin_words
-from .rewrites import Run, judge_run, run_site
+from .names import Readers, attribute_setters, module_bindings, one_name_a_line, origin_words
+from .rewrites import Run, judge_run, run_site, runs, shared_line
 from .source import Source
 from .vocabulary import State
 
@@ -63,6 +65,8 @@ from vllm.v1.kv_cache_interface import (
     {NAME},
 )
 """
+# The fix's import where the module imports one name a line.
+IMPORT_ONE_A_LINE = IMPORT_0271 + f"from vllm.v1.kv_cache_interface import {NAME}\n"
 SUPER_CALL = """\
 super().set_attn(
     model_state,
@@ -115,6 +119,11 @@ def _import(source: Source) -> Judged:
     ours = [s for s in statements if same_meaning(s.node, IMPORT.after)]
     if len(ours) == 1:
         return applied(run_site(ours))
+    # In a module of one name a line, the name on its own line after
+    # KVCacheConfig's is the fix's; elsewhere, the module's own words.
+    split = runs(source.module, IMPORT_ONE_A_LINE) if one_name_a_line(source.tree) else []
+    if len(split) == 1 and not shared_line([f.node for f in split[0]]):
+        return applied(_one_a_line(run_site(split[0])))
     origins = module_bindings(source.tree.body).get(NAME, [])
     if origins and all(origin == ORIGIN for origin in origins):
         # The module imports it already, in its own words: nothing to add.
@@ -143,7 +152,13 @@ def _import(source: Source) -> Judged:
             f"`{IMPORT_0271.strip()}` at module level, to import {NAME} with it",
             found,
         )
+    if one_name_a_line(source.tree):
+        return pending(_one_a_line(run_site(anchors)))
     return pending(run_site(anchors))
+
+
+def _one_a_line(site: Run) -> Run:
+    return Run(path=site.path, more=site.more, before=IMPORT_0271, after=IMPORT_ONE_A_LINE)
 
 
 def _loop(source: Source) -> Judged:

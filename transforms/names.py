@@ -28,6 +28,14 @@ def _target_names(target: ast.expr) -> list[str]:
     return []
 
 
+def one_name_a_line(tree: ast.Module) -> bool:
+    """Whether the module's `from` imports name one name each, as isort's
+    force-single-line (ruff's too) leaves them: an import the file's style
+    would write so, and would split again were it written otherwise."""
+    imports = [s for s in tree.body if isinstance(s, ast.ImportFrom) and s.module != "__future__"]
+    return len(imports) > 1 and all(len(s.names) == 1 for s in imports)
+
+
 def module_bindings(statements: Sequence[ast.stmt]) -> dict[str, list[str]]:
     """Names the module-level statements bind, each with every binding's origin.
 

@@ -16,7 +16,9 @@ the module.
 
 `BLOCK_UNIFORM`, vllm/v1/worker/gpu/spec_decode/rejection_sampler_utils.py:
 the module imports `spec_step_seed` beside `gumbel_block_argmax` and
-`tl_rand32`, and in `_rejection_kernel` the acceptance uniform of draft
+`tl_rand32` (in their statement; where the module imports them one name a
+line, as isort's force-single-line leaves it, on a line of its own between
+them), and in `_rejection_kernel` the acceptance uniform of draft
 step `i`, `u = tl_rand32(seed, pos, includes_zero=False)`, is drawn with
 `spec_step_seed(seed, i)` when `USE_BLOCK_VERIFICATION`, with `seed` as
 before otherwise: standard verification's uniforms are 0.27.1's exactly.
@@ -53,10 +55,10 @@ from __future__ import annotations
 
 import ast
 
-from .edit import Edit, Fix, Hunk, Judged, Role, drift, exactly_one
+from .edit import Edit, Fix, Hunk, Judged, Role, applied, drift, exactly_one, pending
 from .judging import kept_while_used
 from .names import Readers, binders
-from .rewrites import Run, judge_run
+from .rewrites import Run, judge_run, run_site, runs, shared_line
 from .source import Source
 from .vocabulary import State
 
@@ -88,6 +90,13 @@ from vllm.v1.worker.gpu.sample.gumbel import (
     tl_rand32,
 )
 """
+# isort's force-single-line, ruff's too, writes that import one name a line,
+# and puts the fix's name in its sorted place among them: a fork formatted so
+# gets the fix in its own style.
+IMPORT_ONE_A_LINE = tuple(
+    "".join(f"from vllm.v1.worker.gpu.sample.gumbel import {name}\n" for name in names)
+    for names in (("gumbel_block_argmax", "tl_rand32"), ("gumbel_block_argmax", NAME, "tl_rand32"))
+)
 UNIFORM_0271 = "u = tl_rand32(seed, pos, includes_zero=False)\n"
 UNIFORM_FIXED = f"""\
 step_seed = {NAME}(seed, i) if USE_BLOCK_VERIFICATION else seed
@@ -153,15 +162,7 @@ def before_undo_gumbel(source: Source, to_undo: dict[str, Judged]) -> dict[str, 
 
 
 def judge_rejection(source: Source) -> dict[str, Judged]:
-    judged = {
-        IMPORT_HUNK.name: judge_run(
-            source,
-            source.module,
-            IMPORT_HUNK,
-            "`from vllm.v1.worker.gpu.sample.gumbel import gumbel_block_argmax, "
-            "tl_rand32` at module level",
-        )
-    }
+    judged = {IMPORT_HUNK.name: _import(source)}
     kernel = exactly_one(
         source.module.defs("_rejection_kernel"), "one module-level function _rejection_kernel"
     )
@@ -180,6 +181,25 @@ def judge_rejection(source: Source) -> dict[str, Judged]:
         uniform = _names_the_draw_reads(source, kernel.node) or uniform  # type: ignore[arg-type]
     judged[UNIFORM_HUNK.name] = uniform
     return judged
+
+
+def _import(source: Source) -> Judged:
+    judged = judge_run(
+        source,
+        source.module,
+        IMPORT_HUNK,
+        "`from vllm.v1.worker.gpu.sample.gumbel import gumbel_block_argmax, tl_rand32` "
+        "at module level, in one statement or one name a line",
+    )
+    if judged.state is not State.DRIFT:
+        return judged
+    before, after = IMPORT_ONE_A_LINE
+    done, to_do = runs(source.module, after), runs(source.module, before)
+    if len(done) + len(to_do) != 1 or shared_line([f.node for f in (done or to_do)[0]]):
+        return judged
+    verdict = applied if done else pending
+    site = run_site((done or to_do)[0])
+    return verdict(Run(path=site.path, more=site.more, before=before, after=after))
 
 
 def _names_the_draw_reads(source: Source, kernel: ast.FunctionDef) -> Judged | None:

@@ -5,6 +5,7 @@ changed are refused with every file untouched."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,7 @@ COSMETIC_CASES = [
     "ruff format, line length 79",
     "ruff format, line length 120",
     "single quotes everywhere",
+    "isort, one import a line",
     "a comment inside every target",
     "extra blank lines",
     "reordered class members",
@@ -89,6 +91,29 @@ def test_cosmetic_variant_is_patched_to_the_spec_meaning(
 
     again = runner.invoke(app, ["check", "--site-packages", str(site)])
     assert again.exit_code == 0, again.output
+
+
+@pytest.mark.parametrize("name", ["isort, one import a line", "ruff format, line length 79"])
+def test_a_tree_formatted_after_apply_is_reverted_to_its_formatted_original(
+    name: str, reference: tuple[Path, Path], every_edit: Path, tmp_path: Path
+) -> None:
+    """A fork's pre-commit formats what `apply` wrote; `revert` still takes
+    all of it back, the imports the fixes added included."""
+    pristine, _ = reference
+    edits = variants.cosmetic(pristine)[name]
+    site = tmp_path / "site"
+    shutil.copytree(every_edit, site, symlinks=True)
+    _variant(site, edits, strict=False)
+    expected = make_site("0.27.1", tmp_path / "expected")
+    _variant(expected, edits, strict=False)
+
+    result = runner.invoke(app, ["revert", "--site-packages", str(site)])
+
+    assert result.exit_code == 0, result.output
+    for relative in TARGETS:
+        assert variants.canonical((site / relative).read_text()) == variants.canonical(
+            (expected / relative).read_text()
+        ), relative
 
 
 @pytest.mark.parametrize("name", list(variants.SEMANTIC))

@@ -1,8 +1,8 @@
 """Variants of the real vLLM 0.27.1 target files, for the drift suite.
 
 A variant is a list of edits to the pristine tree: (file, old text, new text)
-replacements, or a ruff reformat of all the target files. Cosmetic variants keep
-the meaning and must be patched; semantic variants change it and must be
+replacements, or a ruff reformat or import sort of all the target files.
+Cosmetic variants keep the meaning and must be patched; semantic variants change it and must be
 refused. Replacements are strict on the pristine tree (the old text must occur
 exactly once, so a variant that stops applying fails loudly instead of
 silently testing nothing).
@@ -60,6 +60,20 @@ class Ruff:
         )
 
 
+@dataclasses.dataclass(frozen=True)
+class RuffImports:
+    """ruff's isort rules, fixed in place: the imports sorted, merged or split."""
+
+    options: tuple[str, ...]
+
+    def apply(self, site: Path, strict: bool) -> None:
+        subprocess.run(
+            [sys.executable, "-m", "ruff", "check", "--isolated", "--quiet", "--select", "I",
+             "--fix", *self.options, *(str(site / t) for t in TARGETS)],
+            check=True,
+        )
+
+
 def move_method(path: str, text_of_method: str, before: str) -> list[Replace]:
     """Cut a method (given by its exact text) and paste it before `before`."""
     return [Replace(path, text_of_method, ""), Replace(path, before, text_of_method + before)]
@@ -89,6 +103,9 @@ def cosmetic(pristine: Path) -> dict[str, list]:
         "ruff format, line length 79": [Ruff(("--line-length", "79"))],
         "ruff format, line length 120": [Ruff(("--line-length", "120"))],
         "single quotes everywhere": [Ruff(("--config", "format.quote-style='single'"))],
+        "isort, one import a line": [
+            RuffImports(("--config", "lint.isort.force-single-line = true"))
+        ],
         "a comment inside every target": [
             Replace(DF1, "-> bool:\n    \"\"\"``dflash_config.causal``",
                     "-> bool:\n    # resolved once per layer\n    \"\"\"``dflash_config.causal``"),

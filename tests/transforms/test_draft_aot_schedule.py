@@ -25,6 +25,7 @@ NAME = "draft-aot-schedule"
 PENDING = '''
 import torch
 
+from vllm.triton_utils import tl, triton
 from vllm.v1.attention.backends.utils import PAD_SLOT_ID
 from vllm.v1.kv_cache_interface import KVCacheConfig
 from vllm.v1.worker.gpu.block_table import BlockTables
@@ -118,6 +119,19 @@ COSMETIC = {
         "from vllm.v1.attention.backends.utils import PAD_SLOT_ID  # noqa: F401\n\n",
     ),
 }
+# isort's force-single-line: 0.27.1's file as it leaves it, and the fix as it
+# leaves the patched one, which is what the fix writes there.
+ONE_A_LINE = ("from vllm.triton_utils import tl, triton\n",
+              "from vllm.triton_utils import tl\nfrom vllm.triton_utils import triton\n")
+COSMETIC["imports one name a line, the fix's too"] = (
+    swap(PENDING, *ONE_A_LINE),
+    swapped(
+        APPLIED,
+        ONE_A_LINE,
+        (IMPORT_FIXED,
+         IMPORT_0271 + "from vllm.v1.kv_cache_interface import get_kv_cache_spec_sliding_window\n"),
+    ),
+)
 # The fix made otherwise: each row the file, and what reverting it writes.
 ALREADY_APPLIED = {
     "0.30.0's loop, in its words": (swap(APPLIED, LOOP, UPSTREAM_LOOP), PENDING),
@@ -151,7 +165,7 @@ DRIFT = {
     "the schedule left on": (
         swap(APPLIED, OFF, OFF.replace("= False", "= True")),
         AOT_OFF.name,
-        "'builder.aot_schedule = True' on line 41, which the fix did not write",
+        "'builder.aot_schedule = True' on line 42, which the fix did not write",
     ),
     "the schedule off for full-attention groups too": (
         swap(
@@ -161,7 +175,7 @@ DRIFT = {
             "",
         ),
         AOT_OFF.name,
-        "'builder.aot_schedule = False' on line 39, which the fix did not write",
+        "'builder.aot_schedule = False' on line 40, which the fix did not write",
     ),
     "the loop before the super call, where the base class undoes it": (
         swapped(
@@ -170,17 +184,17 @@ DRIFT = {
             ("        super().set_attn(\n", LOOP.lstrip("\n") + "        super().set_attn(\n"),
         ),
         AOT_OFF.name,
-        "'builder.aot_schedule = False' on line 33, which the fix did not write",
+        "'builder.aot_schedule = False' on line 34, which the fix did not write",
     ),
     "the loop twice": (
         swap(APPLIED, SUPER_CALL_END + LOOP, SUPER_CALL_END + LOOP + LOOP),
         AOT_OFF.name,
-        "'builder.aot_schedule = False' on line 52, which the fix did not write",
+        "'builder.aot_schedule = False' on line 53, which the fix did not write",
     ),
     "the schedule turned back on in another method": (
         APPLIED + "\n    def warm_up(self) -> None:\n        self.builder.aot_schedule = True\n",
         AOT_OFF.name,
-        "'self.builder.aot_schedule = True' on line 49, which the fix did not write",
+        "'self.builder.aot_schedule = True' on line 50, which the fix did not write",
     ),
     "the schedule set through setattr": (
         swap(
@@ -189,7 +203,7 @@ DRIFT = {
             SUPER_CALL_END + '        setattr(self.builder, "aot_schedule", True)\n',
         ),
         AOT_OFF.name,
-        "'setattr(self.builder, \"aot_schedule\", True)' on line 28",
+        "'setattr(self.builder, \"aot_schedule\", True)' on line 29",
     ),
     "the super call passes other arguments": (
         swap(PENDING, SUPER_CALL_END, "            [],\n        )\n"),

@@ -177,6 +177,40 @@ def test_the_gumbel_helpers_imported_in_another_order_are_patched() -> None:
     assert output(BlockUniform, REORDERED_IMPORT) == REJECTION_APPLIED
 
 
+# isort's force-single-line: the helpers one name a line, and the fix's name
+# on a line of its own between them, where isort puts it.
+ONE_A_LINE = (
+    "from vllm.v1.worker.gpu.sample.gumbel import gumbel_block_argmax\n"
+    "from vllm.v1.worker.gpu.sample.gumbel import tl_rand32\n"
+)
+ONE_A_LINE_PENDING = swap(
+    REJECTION_PENDING,
+    "from vllm.v1.worker.gpu.sample.gumbel import gumbel_block_argmax, tl_rand32\n",
+    ONE_A_LINE,
+)
+ONE_A_LINE_APPLIED = swapped(
+    ONE_A_LINE_PENDING,
+    (
+        ONE_A_LINE,
+        "from vllm.v1.worker.gpu.sample.gumbel import gumbel_block_argmax\n"
+        "from vllm.v1.worker.gpu.sample.gumbel import spec_step_seed\n"
+        "from vllm.v1.worker.gpu.sample.gumbel import tl_rand32\n",
+    ),
+    (
+        "        u = tl_rand32(seed, pos, includes_zero=False)\n",
+        "        step_seed = spec_step_seed(seed, i) if USE_BLOCK_VERIFICATION else seed\n"
+        "        u = tl_rand32(step_seed, pos, includes_zero=False)\n",
+    ),
+)
+
+
+def test_the_helpers_imported_one_name_a_line_get_the_fix_s_name_alike() -> None:
+    assert_patched(BlockUniform, ONE_A_LINE_PENDING, ONE_A_LINE_APPLIED)
+    assert verdicts(BlockUniform, ONE_A_LINE_APPLIED) == dict.fromkeys(
+        REJECTION_HUNKS, State.APPLIED
+    )
+
+
 REJECTION_ALREADY_APPLIED = {
     "the import on one line": swapped(
         REJECTION_APPLIED,
