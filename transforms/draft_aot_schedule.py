@@ -50,7 +50,7 @@ from .edit import Edit, Fix, Hunk, Judged, Role, applied, drift, exactly_one, pe
 from .judging import kept_while_used
 from .meaning import same_meaning
 from .names import Readers, attribute_setters, module_bindings, one_name_a_line, origin_words
-from .rewrites import Run, judge_run, run_site, runs, shared_line
+from .rewrites import Run, judge_run, judge_run_as, run_site
 from .source import Source
 from .vocabulary import State
 
@@ -121,9 +121,13 @@ def _import(source: Source) -> Judged:
         return applied(run_site(ours))
     # In a module of one name a line, the name on its own line after
     # KVCacheConfig's is the fix's; elsewhere, the module's own words.
-    split = runs(source.module, IMPORT_ONE_A_LINE) if one_name_a_line(source.tree) else []
-    if len(split) == 1 and not shared_line([f.node for f in split[0]]):
-        return applied(_one_a_line(run_site(split[0])))
+    one_a_line = (
+        judge_run_as(source, source.module, IMPORT_0271, IMPORT_ONE_A_LINE)
+        if one_name_a_line(source.tree)
+        else None
+    )
+    if one_a_line is not None and one_a_line.state is State.APPLIED:
+        return one_a_line
     origins = module_bindings(source.tree.body).get(NAME, [])
     if origins and all(origin == ORIGIN for origin in origins):
         # The module imports it already, in its own words: nothing to add.
@@ -152,13 +156,7 @@ def _import(source: Source) -> Judged:
             f"`{IMPORT_0271.strip()}` at module level, to import {NAME} with it",
             found,
         )
-    if one_name_a_line(source.tree):
-        return pending(_one_a_line(run_site(anchors)))
-    return pending(run_site(anchors))
-
-
-def _one_a_line(site: Run) -> Run:
-    return Run(path=site.path, more=site.more, before=IMPORT_0271, after=IMPORT_ONE_A_LINE)
+    return one_a_line or pending(run_site(anchors))
 
 
 def _loop(source: Source) -> Judged:

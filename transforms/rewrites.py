@@ -201,6 +201,20 @@ def run_site(run: Sequence[Found]) -> Run:
     return Run(path=first.pinned(), more=tuple(f.pinned() for f in more))
 
 
+def judge_run_as(source: Source, root: Found, before: str, after: str) -> Judged | None:
+    """Another form of a hunk's run, such as the file's style writes it: a
+    run meaning `after` (applied) or `before` (pending), found once, each of
+    its statements on a line of its own; the site carries the pair for the
+    writer. None where neither is found so."""
+    # The fix's form first: 0.27.1's may lie inside it.
+    done = runs(root, after)
+    found, verdict = (done, applied) if done else (runs(root, before), pending)
+    if len(found) != 1 or shared_line([f.node for f in found[0]]) is not None:
+        return None
+    site = run_site(found[0])
+    return verdict(Run(path=site.path, more=site.more, before=before, after=after))
+
+
 def judge_run(
     source: Source, root: Found, hunk: Hunk, what: str, *, deep: bool = False
 ) -> Judged:

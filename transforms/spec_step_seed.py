@@ -55,10 +55,10 @@ from __future__ import annotations
 
 import ast
 
-from .edit import Edit, Fix, Hunk, Judged, Role, applied, drift, exactly_one, pending
+from .edit import Edit, Fix, Hunk, Judged, Role, drift, exactly_one
 from .judging import kept_while_used
 from .names import Readers, binders
-from .rewrites import Run, judge_run, run_site, runs, shared_line
+from .rewrites import Run, judge_run, judge_run_as
 from .source import Source
 from .vocabulary import State
 
@@ -193,13 +193,7 @@ def _import(source: Source) -> Judged:
     )
     if judged.state is not State.DRIFT:
         return judged
-    before, after = IMPORT_ONE_A_LINE
-    done, to_do = runs(source.module, after), runs(source.module, before)
-    if len(done) + len(to_do) != 1 or shared_line([f.node for f in (done or to_do)[0]]):
-        return judged
-    verdict = applied if done else pending
-    site = run_site((done or to_do)[0])
-    return verdict(Run(path=site.path, more=site.more, before=before, after=after))
+    return judge_run_as(source, source.module, *IMPORT_ONE_A_LINE) or judged
 
 
 def _names_the_draw_reads(source: Source, kernel: ast.FunctionDef) -> Judged | None:
