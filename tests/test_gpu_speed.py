@@ -712,9 +712,21 @@ def _note_cores():
         staged.write_text(str(sorted(os.sched_getaffinity(0))))
         os.replace(staged, note)
         time.sleep(0.01)
+def _meet_partner():
+    # While it starts, an engine notes so beside its tree and waits a while
+    # for the other tree's note: whether the two starts overlapped.
+    mine = pathlib.Path({tree!r}, "starting")
+    mine.write_text("")
+    wait = float(os.environ.get("FAKE_START_WAIT_S", "0"))
+    end = time.monotonic() + wait
+    others = lambda: [p for p in mine.parent.parent.glob("*/starting") if p != mine]
+    while wait and not others() and time.monotonic() < end:
+        time.sleep(0.05)
+    pathlib.Path({tree!r}, "met-partner").write_text(str(bool(others())))
 class LLM:
     def __init__(self, **kwargs):
         self.calls = 0
+        _meet_partner()
         threading.Thread(target=_note_cores, daemon=True).start()
     def get_metrics(self):
         return []
@@ -722,6 +734,8 @@ class LLM:
         self.calls += 1
         if FAIL_AFTER is not None and self.calls > FAIL_AFTER:
             raise RuntimeError("the engine died")
+        if self.calls > int(os.environ.get("FAKE_HANG_AFTER") or 10**9):
+            time.sleep(600)
         with open(CALLS, "a") as calls:
             calls.write(f"{{time.monotonic()}} {{params.max_tokens}}\\n")
         pathlib.Path({tree!r}, "main-cores").write_text(str(sorted(os.sched_getaffinity(0))))
@@ -789,6 +803,28 @@ def test_paired_engines_take_turns_cell_by_cell(tmp_path, capsys):
                 "first" if f else "second" for f in starts]
 
 
+def test_a_pairs_engines_start_together(tmp_path, capsys, monkeypatch):
+    # each waits, starting, up to 20 s for the other to be starting too:
+    # one started after the other is up would never meet it
+    monkeypatch.setenv("FAKE_START_WAIT_S", "20")
+    where = _fake_engines(tmp_path)
+    code = speed.main(["run", *where, "--round", "1", "--engines", "dflash2,up_dflash2",
+                       "--paired", "--reps", "1"])
+    assert code == 0, capsys.readouterr().out
+    assert [(tmp_path / name / "met-partner").read_text() for name in ("vt", "vt28")] == [
+        "True", "True"]
+
+
+def test_a_pair_without_the_budget_for_its_start_is_skipped_whole(tmp_path, capsys):
+    where = _fake_engines(tmp_path)
+    code = speed.main(["run", *where, "--round", "1", "--engines", "dflash2,up_dflash2",
+                       "--paired", "--min-engine-s", "200"])
+    assert code == 1
+    assert "[round 1 dflash2,up_dflash2] skipped: 120 s of the budget left" in (
+        capsys.readouterr().out)
+    assert not list((tmp_path / "run" / "results").iterdir())
+
+
 def test_a_round_of_some_cells_warms_up_and_times_those_alone(tmp_path, capsys):
     where = _fake_engines(tmp_path)
     code = speed.main(["run", *where, "--round", "3", "--engines", "up_dflash2,dflash2",
@@ -832,6 +868,34 @@ def test_a_paired_engine_that_dies_ends_its_pair_and_its_partner_exits_cleanly(t
     # and dflash2 is not asked for that cell: one repetition of each
     assert [len(results["dflash2"]["cells"][cell]["reps"]) for cell in plan.CELLS] == [1] * 4
     assert len(results["dflash2"]["cycles"]) == 1
+
+
+def test_a_call_cut_short_keeps_every_paired_cycle_it_finished(tmp_path):
+    # Both engines hang at their first call of the second cycle, as if the
+    # device's budget ended there; the run itself is then killed.
+    where = _fake_engines(tmp_path)
+    out = tmp_path / "out"
+    env = dict(os.environ, FAKE_HANG_AFTER=str((plan.WARMUPS + 1) * CALLS_PER_CYCLE
+                                               + CALLS_PER_PAIRED_CYCLE))
+    run = subprocess.Popen(
+        [sys.executable, str(Path(speed.__file__)), "run", *where, "--round", "1",
+         "--paired", "--engines", "dflash2,up_dflash2", "--reps", "4",
+         "--copy-to", str(out)], env=env, start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    archive = out / speed_report.ARCHIVE
+    try:
+        deadline = time.monotonic() + 60
+        while not archive.is_file() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(1)
+    finally:
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+    with tarfile.open(archive) as kept:
+        results = {engine: json.load(kept.extractfile(f"results/round1-{engine}.json"))
+                   for engine in ("dflash2", "up_dflash2")}
+    for result in results.values():
+        assert [len(result["cells"][cell]["reps"]) for cell in plan.CELLS] == [1] * 4
 
 
 def test_a_main_core_pins_each_engines_main_thread_alone_after_its_warm_up(tmp_path, capsys):
@@ -1029,10 +1093,10 @@ def test_an_engine_that_dies_is_noticed_while_a_process_it_started_holds_its_pip
             if pid_file.is_file():
                 os.kill(int(pid_file.read_text()), signal.SIGKILL)
     assert finished.returncode == 1
+    # both started together, and each one's death is noticed
     assert "[round 1 dflash2] exit 1" in finished.stdout
+    assert "[round 1 up_dflash2] exit 1" in finished.stdout
     assert "dies before it is ready" in finished.stdout
-    # its partner never started
-    assert not (tmp_path / "vt28" / "child").exists()
 
 
 STAMPS = [i / 64 for i in range(256)]  # 4 s of iterations, 1/64 s apart

@@ -21,7 +21,11 @@
 # release the tool patches then runs real_install.sh, the tool as a user
 # runs it.
 # Every call prints where each install stands and which parts it waits for.
-# RI_WAIT=SECONDS waits that long at most for the background jobs to end;
+# RI_WAIT=SECONDS waits that long at most for the background jobs to end
+# (with RI_WAIT_FOR=ready, only until each venv is ready for engines,
+# STORE/venv-VERSION.ready: installed and, where the tool patches it,
+# patched; FlashInfer's kernels may still be building, and an engine that
+# needs one waits on FlashInfer's own lock for it);
 # RI_RETRY="0.27.1 ..." starts a failed install again (after the parts it
 # lacked came). When OUT is set, STORE/results and STORE/logs go to
 # $OUT/results.tgz and the summaries to $OUT.
@@ -95,6 +99,7 @@ jobs_state() {
     for version in $versions; do
         local state=waiting
         [ -f "$store/venv-$version.started" ] && state=running
+        [ -f "$store/venv-$version.ready" ] && state="ready (FlashInfer's kernels may still build)"
         [ -f "$store/venv-$version.done" ] && state=done
         [ -f "$store/venv-$version.failed" ] && state=FAILED
         echo "venv-$version: $state"
@@ -108,7 +113,8 @@ if [ -n "${RI_WAIT:-}" ]; then
         running=0
         for version in $versions; do
             if [ -f "$store/venv-$version.started" ] && [ ! -f "$store/venv-$version.done" ] \
-                    && [ ! -f "$store/venv-$version.failed" ]; then
+                    && [ ! -f "$store/venv-$version.failed" ] \
+                    && { [ "${RI_WAIT_FOR:-done}" != ready ] || [ ! -f "$store/venv-$version.ready" ]; }; then
                 running=1
             fi
         done

@@ -383,30 +383,32 @@ def engine_env(args, tree: str, cache: str) -> dict:
 
 
 def run_pair(args, pair: list[str], deadline: float) -> int:
-    """Both versions' engines of one kind on the GPU at once, started one
-    after the other (each measures its memory alone), then each cell run by
-    one and at once by the other, who goes first alternating from cell to
-    cell and from cycle to cycle. A slow spell of a core lasts about a
-    second, longer than a cell and shorter than a cycle of cells, so it falls
-    on both figures of a pair whose main threads share that core
-    (`--main-cpu`). The number of failed engines."""
-    engines: list[Engine] = []
-    for name in pair:
-        left = deadline - time.time()
-        if left < args.min_engine_s:
-            print(f"[round {args.round} {name}] skipped: {left:.0f} s of the budget left",
-                  flush=True)
-            break
-        engine = Engine(args, name, deadline, paired=True,
-                        partner=next(n for n in pair if n != name))
-        engines.append(engine)
-        if engine.ask(None, deadline - EXIT_MARGIN) != "ready":
-            break
+    """Both versions' engines of one kind on the GPU at once, started
+    together, then each cell run by one and at once by the other, who goes
+    first alternating from cell to cell and from cycle to cycle. A slow
+    spell of a core lasts about a second, longer than a cell and shorter
+    than a cycle of cells, so it falls on both figures of a pair whose main
+    threads share that core (`--main-cpu`). The number of failed engines.
+
+    Starting together halves a pair's start, which a cold compile cache
+    makes minutes long: each engine's KV cache has a fixed size
+    (`kv_cache_memory_bytes`), with which vLLM sizes nothing by the memory
+    it finds free, so neither start is disturbed by the other's."""
+    left = deadline - time.time()
+    if left < args.min_engine_s:
+        print(f"[round {args.round} {','.join(pair)}] skipped: {left:.0f} s of the budget left",
+              flush=True)
+        return len(pair)
+    engines = [Engine(args, name, deadline, paired=True,
+                      partner=next(n for n in pair if n != name)) for name in pair]
+    # Every engine is asked, so that each one's start is waited for whatever
+    # became of the other's.
+    ready = [engine.ask(None, deadline - EXIT_MARGIN) == "ready" for engine in engines]
     cycles, longest = 0, 0.0
     kept = EXIT_MARGIN + (2 * HOST_PROFILE_S if args.host_profile else 0.0)
-    # The first engine idled while the second started: one more unrecorded
-    # cycle each, so that neither meets the measurement cold.
-    if len(engines) == 2 and all(engine.ask("warm", deadline) == "done" for engine in engines):
+    # The first engine up idled while the other started: one more
+    # unrecorded cycle each, so that neither meets the measurement cold.
+    if all(ready) and all(engine.ask("warm", deadline) == "done" for engine in engines):
         while cycles < engine_reps(pair[0], args.reps):
             if time.time() + 1.2 * longest + kept > deadline:
                 break
@@ -418,13 +420,16 @@ def run_pair(args, pair: list[str], deadline: float) -> int:
                            engines if (cycles + i) % 2 == 0 else engines[::-1], POSITIONS)):
                 break
             cycles, longest = cycles + 1, max(longest, time.time() - t)
+            # Each cycle's figures leave the machine at once: a call that
+            # the device's budget ends keeps every cycle but the one it cut.
+            copy_run(args.run, args.copy_to)
         if args.host_profile:
             # Each alone in turn; the other waits idle.
             for engine in engines:
                 if engine.ask("host-profile", deadline) != "done":
                     break
     print(f"[round {args.round} {','.join(pair)}] {cycles} paired cycles", flush=True)
-    return sum(engine.finish() for engine in engines) + 2 - len(engines)
+    return sum(engine.finish() for engine in engines)
 
 
 def main(argv=None) -> int:

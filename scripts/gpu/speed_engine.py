@@ -80,7 +80,11 @@ def run_engine(args) -> None:
     result_path = Path(args.result)
 
     def save():
-        result_path.write_text(json.dumps(result))
+        # Whole or not at all: the run copies the results out while engines
+        # run, and a call cut short keeps the last copy.
+        staged = result_path.with_name(result_path.name + ".partial")
+        staged.write_text(json.dumps(result))
+        os.replace(staged, result_path)
 
     import vllm
     from vllm import LLM, SamplingParams
