@@ -401,8 +401,8 @@ def run_pair(args, pair: list[str], deadline: float) -> int:
         return len(pair)
     engines = [Engine(args, name, deadline, paired=True,
                       partner=next(n for n in pair if n != name)) for name in pair]
-    # Every engine is asked, so that each one's start is waited for whatever
-    # became of the other's.
+    # Each start is waited for even when the other's failed: a start that
+    # ends leaves its compile cache warm for the next round.
     ready = [engine.ask(None, deadline - EXIT_MARGIN) == "ready" for engine in engines]
     cycles, longest = 0, 0.0
     kept = EXIT_MARGIN + (2 * HOST_PROFILE_S if args.host_profile else 0.0)
