@@ -2,10 +2,10 @@
 
 A variant is a list of edits to the pristine tree: (file, old text, new text)
 replacements, or a ruff reformat or import sort of all the target files.
-Cosmetic variants keep the meaning and must be patched; semantic variants change it and must be
-refused. Replacements are strict on the pristine tree (the old text must occur
-exactly once, so a variant that stops applying fails loudly instead of
-silently testing nothing).
+Cosmetic variants keep the meaning and must be patched; semantic variants
+change it and must be refused. Replacements are strict on the pristine tree
+(the old text must occur exactly once, so a variant that stops applying fails
+loudly instead of silently testing nothing).
 """
 
 from __future__ import annotations
