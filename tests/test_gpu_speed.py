@@ -491,6 +491,31 @@ def test_a_dflash2_engine_repeats_more_than_a_base_engine_unless_told(name, over
     assert plan.engine_reps(name, override) == reps
 
 
+# The FlashAttention 3 table of scripts/gpu/README.md ("The eighth hold"),
+# as the H100 printed it: its result files are committed beside it, so the
+# report must still make the same table of them.
+FA3_RUN = ROOT / "scripts" / "gpu" / "runs" / "fa3"
+
+
+@pytest.mark.parametrize("cell, ratio_line", [
+    ("high acceptance, c1", "1.030 [1.014, 1.056] (+-2.0%): PASS"),
+    ("high acceptance, b32", "0.987 [0.970, 1.030] (+-3.1%): INCONCLUSIVE"),
+    ("low acceptance, c1", "1.027 [1.014, 1.036] (+-1.1%): PASS"),
+    ("low acceptance, b32", "0.998 [0.989, 1.006] (+-0.9%): PASS"),
+])
+def test_the_committed_flashattention_run_still_reports_its_published_table(
+        tmp_path, capsys, cell, ratio_line):
+    run = tmp_path / "fa3"
+    (run / "results").mkdir(parents=True)
+    for result in (FA3_RUN / "results").glob("*.json"):
+        (run / "results" / result.name).write_bytes(result.read_bytes())
+    speed.main(["report", "--run", str(run)])
+    text = capsys.readouterr().out
+    section = text.split(f"== {cell} ")[1].split("\n\n")[0]
+    assert f"speedup ratio 0.27.1 / 0.28.0 (cycles paired): {ratio_line}" in section
+    assert "attention backend: auto (vLLM chooses); vLLM's logs: FLASH_ATTN, FA3" in text
+
+
 def test_a_slower_speculator_on_0271_fails_the_report(tmp_path, capsys):
     _write_results(tmp_path, 200.0, 250.0)
     assert speed.main(["report", "--run", str(tmp_path)]) == 1
