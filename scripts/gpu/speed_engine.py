@@ -302,9 +302,9 @@ def profile_decode_steps(llm, prompts, params, result_path: Path, counters) -> d
             engine.step()
         averages = prof.key_averages()
         try:
-            table = averages.table(sort_by="self_device_time_total", row_limit=30)
+            table = averages.table(sort_by="self_device_time_total", row_limit=60)
         except (AttributeError, KeyError, ValueError):
-            table = averages.table(sort_by="self_cuda_time_total", row_limit=30)
+            table = averages.table(sort_by="self_cuda_time_total", row_limit=60)
         path = result_path.with_name(f"{result_path.stem}-profile-{load}.txt")
         path.write_text(f"{count} requests, {drafts:.0f} drafts in the profiled step\n{table}")
         written[load] = {"file": path.name, "drafts": drafts}
