@@ -515,6 +515,28 @@ def test_the_committed_flashattention_run_still_reports_its_published_table(
     assert "attention backend: auto (vLLM chooses); vLLM's logs: FLASH_ATTN, FA3" in text
 
 
+# The newest release's table of scripts/gpu/README.md ("The ninth hold"): its
+# three paired rounds' result files are committed beside it.
+NEWEST_RUN = ROOT / "scripts" / "gpu" / "runs" / "three-versions"
+
+
+@pytest.mark.parametrize("cell, ratio_line", [
+    ("high acceptance, c1", "0.992 [0.968, 1.006] (+-1.9%): FAIL"),
+    ("high acceptance, b32", "1.001 [0.990, 1.012] (+-1.1%): PASS"),
+    ("low acceptance, c1", "0.973 [0.953, 0.994] (+-2.1%): FAIL"),
+    ("low acceptance, b32", "0.987 [0.967, 1.013] (+-2.4%): FAIL"),
+])
+def test_the_committed_newest_release_run_still_reports_its_published_table(
+        tmp_path, capsys, cell, ratio_line):
+    run = tmp_path / "three-versions"
+    shutil.copytree(NEWEST_RUN / "results", run / "results")
+    assert speed.main(["report", "--run", str(run)]) == 1
+    text = capsys.readouterr().out
+    section = text.split(f"== {cell} ")[1].split("\n\n")[0]
+    assert f"speedup ratio 0.27.1 / 0.34.0 (cycles paired): {ratio_line}" in section
+    assert "attention backend: TRITON_ATTN; vLLM's logs: TRITON_ATTN" in text
+
+
 def test_a_slower_speculator_on_0271_fails_the_report(tmp_path, capsys):
     _write_results(tmp_path, 200.0, 250.0)
     assert speed.main(["report", "--run", str(tmp_path)]) == 1
