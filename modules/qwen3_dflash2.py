@@ -42,6 +42,11 @@ from .utils import WeightsMapper, maybe_prefix
 # leaves it out, so that the selector indexes its codebook as 0.28.0's does.
 # Read once, at import: the file is the same whichever edits the tree carries.
 _anchors_in_vocab = getattr(qwen3_dflash, "dflash_anchors_in_vocab", None)
+# The convolution as one Triton kernel, as from vLLM 0.31.0, where the tree
+# holds it (this tool's draft-conv-kernel fix registers it as a custom op in
+# qwen3_dflash.py); elsewhere, and on the CPU, the torch form below, which is
+# 0.28.0's.
+_conv_kernel_registered = hasattr(qwen3_dflash, "dflash2_grouped_conv")
 
 
 def _grouped_conv(
@@ -66,6 +71,10 @@ def _grouped_conv(
     delta:         [num_tokens, taps, num_groups]
     base:          [taps, num_groups * group_size]
     """
+    if _conv_kernel_registered and hidden_states.is_cuda:
+        return torch.ops.vllm.dflash2_grouped_conv(
+            hidden_states, delta, base, block_size, group_size
+        )
     num_tokens = hidden_states.shape[0]
     grouped = hidden_states.unflatten(-1, (num_groups, group_size))
     # [num_tokens, taps, num_groups, group_size]

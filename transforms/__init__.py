@@ -68,6 +68,7 @@ DECLARATIONS = (
     "draft_noise_salt:DSPARK_SAMPLING",
     "prefix_block_drop:PREFIX_BLOCK_DROP",
     "anchor_clamp:ANCHOR_CLAMP",
+    "draft_conv_kernel:DRAFT_CONV_KERNEL",
     "draft_seqs_cap:DRAFT_SEQS_CAP",
     "spec_step_seed:STEP_SEED",
     "spec_step_seed:BLOCK_UNIFORM",

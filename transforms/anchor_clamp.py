@@ -95,7 +95,7 @@ def judge(source: Source) -> dict[str, Judged]:
         first, *more = (f.pinned() for f in existing)
         return {HUNK.name: applied(Functions(path=first, more=tuple(more)))}
     anchor, anchors = ANCHOR, source.module.defs(ANCHOR)
-    if not anchors and _width_inline(source):
+    if not anchors and width_inline(source):
         anchor, anchors = INLINE_ANCHOR, source.module.defs(INLINE_ANCHOR)
     problems = []
     if len(anchors) != 1:
@@ -121,7 +121,7 @@ def judge(source: Source) -> dict[str, Judged]:
     return {HUNK.name: pending(Site(path=anchors[0].pinned()))}
 
 
-def _width_inline(source: Source) -> bool:
+def width_inline(source: Source) -> bool:
     """Whether `INLINE_MODEL.__init__` assigns `INLINE_WIDTH` (0.26.0)."""
 
     def assigns_width(statement: ast.stmt) -> bool:

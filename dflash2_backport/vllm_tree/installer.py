@@ -51,6 +51,7 @@ SHIPPED = (MODEL, PACKAGE, SPECULATOR)
 SHIPPED_BEFORE = {
     "qwen3_dflash2.py": frozenset({
         "81a90bd346b8656031326502a0cad2dc29aa9aa0fcd759695acc478734be42ba",
+        "eb483734d2f750171ce1f64d7dcb98136847ab3bfea3d2ef6884189cceb4edb3",
     }),
     "dflash2/__init__.py": frozenset(),
     "dflash2/speculator.py": frozenset({

@@ -230,11 +230,13 @@ def build_tests(out: Path) -> Path:
     sys.path.insert(0, str(REPO / "tests" / "runtime" / "modules"))
     from _gpu_bundle import make_bundle
 
+    from tests.runtime.test_runtime_conv_kernel import RELATIVE as CONV_TESTS
     from tests.runtime.test_runtime_upstream_fixes import PREPARE_INPUTS, UNBIASED
     from tests.upstream import upstream_tests
 
     tests = out / "main" / "tests"
-    for version, relative in (("0.28.0", PREPARE_INPUTS), ("0.29.0", UNBIASED)):
+    for version, relative in (("0.28.0", PREPARE_INPUTS), ("0.29.0", UNBIASED),
+                              ("0.34.0", CONV_TESTS)):
         shutil.copytree(upstream_tests(version, relative), tests / "upstream" / version,
                         dirs_exist_ok=True)
     make_bundle(tests / "kernels")

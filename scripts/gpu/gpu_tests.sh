@@ -2,7 +2,8 @@
 # The test suite's GPU tests (marker `gpu`), on the device, against the trees
 # setup_device.sh unpacked:
 #   - upstream's own tests for the fixes, unchanged (0.28.0's DFlash
-#     prepare-inputs tests, 0.29.0's drafted-resample unbiasedness test), and
+#     prepare-inputs tests, 0.29.0's drafted-resample unbiasedness test,
+#     0.34.0's test of the convolution kernel), and
 #     the DFlash2 kernels at a serving size, on /tmp/vt (the patched 0.27.1);
 #   - the same upstream tests on /tmp/vtpr (`apply --only-pr`) and /tmp/vtp
 #     (0.27.1 as it ships), where they must fail: printed, not judged here.
@@ -21,7 +22,8 @@ limit=${GPU_TESTS_LIMIT:-300}
 PYTHONPATH=$(cat /tmp/vt/.pythonpath) DFLASH2_GPU_PYTHON=python3 \
     DFLASH2_UPSTREAM_TESTS=$tests/upstream DFLASH2_GPU_BUNDLE=$tests/kernels \
     timeout "$limit" python3 -m pytest -p no:cacheprovider -m gpu -rA -q -s \
-    tests/runtime/test_runtime_upstream_fixes.py tests/runtime/modules/test_dflash2_gpu.py \
+    tests/runtime/test_runtime_upstream_fixes.py tests/runtime/test_runtime_conv_kernel.py \
+    tests/runtime/modules/test_dflash2_gpu.py \
     > "$results/gpu-pytest.txt" 2>&1
 echo "patched 0.27.1, the gpu tests: exit $? ($(tail -n 1 "$results/gpu-pytest.txt"))"
 

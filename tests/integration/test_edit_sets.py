@@ -103,11 +103,11 @@ def test_check_says_in_one_line_which_set_a_tree_holds(site: Path) -> None:
         "pending: this tree holds the DFlash2 PR's edits alone, as `apply --only-pr` "
         "leaves it; `dflash2-backport apply --site-packages "
     )
-    assert summary.endswith("adds 12 upstream fixes in 10 files")
+    assert summary.endswith("adds 13 upstream fixes in 10 files")
     code, output = run("check", "--only-pr", *target)
     assert code == 0, output
     assert output.splitlines()[-1].startswith(
-        "nothing to do: the DFlash2 PR's 7 edits are applied, none of the 12 upstream fixes"
+        "nothing to do: the DFlash2 PR's 7 edits are applied, none of the 13 upstream fixes"
     )
 
     run("apply", *target)
@@ -119,7 +119,7 @@ def test_check_says_in_one_line_which_set_a_tree_holds(site: Path) -> None:
     assert summary.startswith("pending: this tree holds the upstream fixes beside")
     code, output = run("check", *target)
     assert code == 0
-    assert "all 19 edits are applied (the DFlash2 PR's 7 and 12 upstream fixes)" in output
+    assert "all 20 edits are applied (the DFlash2 PR's 7 and 13 upstream fixes)" in output
 
 
 def test_check_only_pr_on_a_pristine_tree_hints_apply_only_pr(site: Path) -> None:
