@@ -492,49 +492,34 @@ def test_a_dflash2_engine_repeats_more_than_a_base_engine_unless_told(name, over
     assert plan.engine_reps(name, override) == reps
 
 
-# The FlashAttention 3 table of scripts/gpu/README.md ("The eighth hold"),
-# as the H100 printed it: its result files are committed beside it, so the
-# report must still make the same table of them.
-FA3_RUN = ROOT / "scripts" / "gpu" / "runs" / "fa3"
+# The published tables of scripts/gpu/README.md, as the GPU printed them:
+# FlashAttention 3 against 0.28.0 ("The eighth hold") and the newest release
+# ("The ninth hold"). Their result files are committed beside them, so the
+# report must still make the same tables of them.
+RUNS = ROOT / "scripts" / "gpu" / "runs"
+FA3 = ("fa3", "0.28.0", "auto (vLLM chooses); vLLM's logs: FLASH_ATTN, FA3")
+NEWEST = ("three-versions", "0.34.0", "TRITON_ATTN; vLLM's logs: TRITON_ATTN")
 
 
-@pytest.mark.parametrize("cell, ratio_line", [
-    ("high acceptance, c1", "1.030 [1.014, 1.056] (+-2.0%): PASS"),
-    ("high acceptance, b32", "0.987 [0.970, 1.030] (+-3.1%): INCONCLUSIVE"),
-    ("low acceptance, c1", "1.027 [1.014, 1.036] (+-1.1%): PASS"),
-    ("low acceptance, b32", "0.998 [0.989, 1.006] (+-0.9%): PASS"),
-])
-def test_the_committed_flashattention_run_still_reports_its_published_table(
-        tmp_path, capsys, cell, ratio_line):
-    run = tmp_path / "fa3"
-    shutil.copytree(FA3_RUN / "results", run / "results")
-    speed.main(["report", "--run", str(run)])
+@pytest.mark.parametrize("run, cell, ratio_line", [
+    (FA3, "high acceptance, c1", "1.030 [1.014, 1.056] (+-2.0%): PASS"),
+    (FA3, "high acceptance, b32", "0.987 [0.970, 1.030] (+-3.1%): INCONCLUSIVE"),
+    (FA3, "low acceptance, c1", "1.027 [1.014, 1.036] (+-1.1%): PASS"),
+    (FA3, "low acceptance, b32", "0.998 [0.989, 1.006] (+-0.9%): PASS"),
+    (NEWEST, "high acceptance, c1", "0.992 [0.968, 1.006] (+-1.9%): FAIL"),
+    (NEWEST, "high acceptance, b32", "1.001 [0.990, 1.012] (+-1.1%): PASS"),
+    (NEWEST, "low acceptance, c1", "0.973 [0.953, 0.994] (+-2.1%): FAIL"),
+    (NEWEST, "low acceptance, b32", "0.987 [0.967, 1.013] (+-2.4%): FAIL"),
+], ids=lambda value: value[0] if isinstance(value, tuple) else None)
+def test_a_committed_run_still_reports_its_published_table(tmp_path, capsys, run, cell,
+                                                           ratio_line):
+    name, upstream, backend = run
+    shutil.copytree(RUNS / name / "results", tmp_path / name / "results")
+    speed.main(["report", "--run", str(tmp_path / name)])
     text = capsys.readouterr().out
     section = text.split(f"== {cell} ")[1].split("\n\n")[0]
-    assert f"speedup ratio 0.27.1 / 0.28.0 (cycles paired): {ratio_line}" in section
-    assert "attention backend: auto (vLLM chooses); vLLM's logs: FLASH_ATTN, FA3" in text
-
-
-# The newest release's table of scripts/gpu/README.md ("The ninth hold"): its
-# three paired rounds' result files are committed beside it.
-NEWEST_RUN = ROOT / "scripts" / "gpu" / "runs" / "three-versions"
-
-
-@pytest.mark.parametrize("cell, ratio_line", [
-    ("high acceptance, c1", "0.992 [0.968, 1.006] (+-1.9%): FAIL"),
-    ("high acceptance, b32", "1.001 [0.990, 1.012] (+-1.1%): PASS"),
-    ("low acceptance, c1", "0.973 [0.953, 0.994] (+-2.1%): FAIL"),
-    ("low acceptance, b32", "0.987 [0.967, 1.013] (+-2.4%): FAIL"),
-])
-def test_the_committed_newest_release_run_still_reports_its_published_table(
-        tmp_path, capsys, cell, ratio_line):
-    run = tmp_path / "three-versions"
-    shutil.copytree(NEWEST_RUN / "results", run / "results")
-    assert speed.main(["report", "--run", str(run)]) == 1
-    text = capsys.readouterr().out
-    section = text.split(f"== {cell} ")[1].split("\n\n")[0]
-    assert f"speedup ratio 0.27.1 / 0.34.0 (cycles paired): {ratio_line}" in section
-    assert "attention backend: TRITON_ATTN; vLLM's logs: TRITON_ATTN" in text
+    assert f"speedup ratio 0.27.1 / {upstream} (cycles paired): {ratio_line}" in section
+    assert f"attention backend: {backend}" in text
 
 
 def test_a_slower_speculator_on_0271_fails_the_report(tmp_path, capsys):

@@ -94,6 +94,13 @@ def judge(source: Source) -> dict[str, Judged]:
     if existing:
         first, *more = (f.pinned() for f in existing)
         return {HUNK.name: applied(Functions(path=first, more=tuple(more)))}
+    return {HUNK.name: placed_before_anchor(source, f"`{NAME}`")}
+
+
+def placed_before_anchor(source: Source, what: str) -> Judged:
+    """Pending right before `ANCHOR` (`INLINE_ANCHOR` in 0.26.0's form), or
+    drift naming what is missing: the anchor, or the module-level `torch`
+    the inserted code reads. `what` names that code in the message."""
     anchor, anchors = ANCHOR, source.module.defs(ANCHOR)
     if not anchors and width_inline(source):
         anchor, anchors = INLINE_ANCHOR, source.module.defs(INLINE_ANCHOR)
@@ -101,24 +108,22 @@ def judge(source: Source) -> dict[str, Judged]:
     if len(anchors) != 1:
         problems.append(
             f"{len(anchors)} module-level `{anchor}` definitions" if anchors
-            else f"no module-level `{anchor}` (renamed or removed?) to put `{NAME}` before"
+            else f"no module-level `{anchor}` (renamed or removed?) to put {what} before"
         )
     bindings = module_bindings(source.tree.body)
     missing = [name for name in NEEDS if name not in bindings]
     if missing:
         problems.append(
             ", ".join(f"`{name}`" for name in missing)
-            + f" not imported at module level, though `{NAME}` reads it"
+            + f" not imported at module level, though {what} reads it"
         )
     if problems:
-        return {
-            HUNK.name: drift(
-                f"one module-level `def {anchor}` to insert before, and `torch` "
-                "imported at module level",
-                "; ".join(problems),
-            )
-        }
-    return {HUNK.name: pending(Site(path=anchors[0].pinned()))}
+        return drift(
+            f"one module-level `def {anchor}` to insert before, and `torch` "
+            "imported at module level",
+            "; ".join(problems),
+        )
+    return pending(Site(path=anchors[0].pinned()))
 
 
 def width_inline(source: Source) -> bool:

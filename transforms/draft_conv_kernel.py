@@ -8,7 +8,8 @@ imports
         from vllm.utils.torch_utils import direct_register_custom_op
     where isort puts them among 0.27.1's `from vllm...` imports: right
     before the first whose module sorts after `vllm.utils.torch_utils`
-    (`vllm.v1.attention.backend` in 0.26.0 to 0.27.1), or after the last.
+    (`vllm.v1.attention.backend` in 0.26.0 to 0.27.1), or after the last;
+    one name a line where the module's `from` imports name one each.
     Applied when the three names are imported from those modules, in
     whatever form; only a missing line is added. One of the names bound to
     something else is drift.
@@ -50,11 +51,11 @@ from __future__ import annotations
 import ast
 import dataclasses
 
-from .anchor_clamp import ANCHOR, INLINE_ANCHOR, width_inline
+from .anchor_clamp import ANCHOR, INLINE_ANCHOR, placed_before_anchor
 from .edit import Edit, Fix, Hunk, Judged, Role, Site, applied, drift, pending
 from .judging import kept_while_used
 from .meaning import parsed, same_meaning
-from .names import Readers, module_bindings, origin_words
+from .names import Readers, module_bindings, one_name_a_line, origin_words
 from .source import Found, Path, Source, shares_a_line
 
 PATH = "vllm/model_executor/models/qwen3_dflash.py"
@@ -68,6 +69,14 @@ IMPORT_LINES = {
         ("direct_register_custom_op",),
     ),
 }
+#: The same, one name a line, where the module imports so (isort's
+#: force-single-line, which would split the lines above again).
+SINGLE_IMPORT_LINES = {
+    f"from {module} import {name}": (module, (name,))
+    for module, names in IMPORT_LINES.values()
+    for name in names
+}
+_EITHER_FORM = (*IMPORT_LINES, *SINGLE_IMPORT_LINES)
 #: isort's place for the lines: before the first `from vllm...` import
 #: whose module sorts after this one.
 IMPORTS_SORT_AFTER = "vllm.utils.torch_utils"
@@ -186,8 +195,6 @@ STATEMENTS = {
     "_dflash2_grouped_conv_shape": SHAPE,
     "direct_register_custom_op(op_name='dflash2_grouped_conv')": REGISTRATION,
 }
-NEEDS = ("torch",)
-
 _WHY = (
     "The DFlash2 draft's grouped convolution runs as one Triton kernel (a "
     "custom op, as from vLLM 0.31.0) instead of Inductor's fused torch form, "
@@ -231,13 +238,14 @@ def judge(source: Source) -> dict[str, Judged]:
     bindings = module_bindings(source.tree.body)
     return {
         IMPORTS_HUNK.name: _imports(source, bindings),
-        KERNEL_HUNK.name: _kernel(source, bindings),
+        KERNEL_HUNK.name: _kernel(source),
     }
 
 
 def _imports(source: Source, bindings: dict[str, list[str]]) -> Judged:
     missing, conflicts = [], []
-    for line, (module, names) in IMPORT_LINES.items():
+    lines = SINGLE_IMPORT_LINES if one_name_a_line(source.tree) else IMPORT_LINES
+    for line, (module, names) in lines.items():
         origins = {name: set(bindings.get(name, [])) for name in names}
         wrong = [
             f"`{name}` bound to {', '.join(sorted(origin_words(o) for o in found))}"
@@ -278,7 +286,7 @@ def _import_lines(source: Source) -> Statements | None:
         for statement in source.module.statements()
         if isinstance(statement.node, ast.ImportFrom)
         and not shares_a_line(source.tree.body, statement.path[-1].index)
-        and any(same_meaning(statement.node, line) for line in IMPORT_LINES)
+        and any(same_meaning(statement.node, line) for line in _EITHER_FORM)
     ]
     if not found:
         return None
@@ -313,7 +321,7 @@ def kernel_statements(source: Source) -> dict[str, list[Found]]:
     return found
 
 
-def _kernel(source: Source, bindings: dict[str, list[str]]) -> Judged:
+def _kernel(source: Source) -> Judged:
     found = kernel_statements(source)
     for name, statements in found.items():
         for statement in statements:
@@ -338,28 +346,7 @@ def _kernel(source: Source, bindings: dict[str, list[str]]) -> Judged:
             + " without "
             + ", ".join(f"`{n}`" for n in absent),
         )
-    anchor, anchors = ANCHOR, source.module.defs(ANCHOR)
-    if not anchors and width_inline(source):
-        anchor, anchors = INLINE_ANCHOR, source.module.defs(INLINE_ANCHOR)
-    problems = []
-    if len(anchors) != 1:
-        problems.append(
-            f"{len(anchors)} module-level `{anchor}` definitions" if anchors
-            else f"no module-level `{anchor}` (renamed or removed?) to put the kernel before"
-        )
-    missing = [name for name in NEEDS if name not in bindings]
-    if missing:
-        problems.append(
-            ", ".join(f"`{name}`" for name in missing)
-            + " not imported at module level, though the kernel's launcher reads it"
-        )
-    if problems:
-        return drift(
-            f"one module-level `def {anchor}` to insert before, and `torch` "
-            "imported at module level",
-            "; ".join(problems),
-        )
-    return pending(Site(path=anchors[0].pinned()))
+    return placed_before_anchor(source, "the kernel")
 
 
 def before_undo(source: Source, to_undo: dict[str, Judged]) -> dict[str, Judged]:
@@ -373,7 +360,7 @@ def before_undo(source: Source, to_undo: dict[str, Judged]) -> dict[str, Judged]
             f.node
             for f in source.module.statements()
             if isinstance(f.node, ast.ImportFrom)
-            and any(same_meaning(f.node, line) for line in IMPORT_LINES)
+            and any(same_meaning(f.node, line) for line in _EITHER_FORM)
         ]
     readers = Readers(source)
     refused: dict[str, Judged] = {}

@@ -32,6 +32,7 @@ FIXES = {
     "draft-noise-salt": ("#54282", "0.29.0"),
     "dflash-prefix-block": ("#53505", "0.33.0"),
     "anchor-clamp": (None, "0.34.0"),
+    "draft-conv-kernel": (None, "0.31.0"),
     "draft-seqs-cap": (None, "0.33.0"),
     "spec-step-seed": (None, "0.33.0"),
 }

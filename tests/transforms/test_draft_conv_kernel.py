@@ -20,7 +20,7 @@ IMPORTS_0271 = """
 import torch
 from transformers import Qwen3Config
 
-from vllm.config import VllmConfig
+from vllm.config import CacheConfig, VllmConfig
 from vllm.transformers_utils.repo_utils import get_hf_file_bytes
 """
 LATER_IMPORT = """from vllm.v1.attention.backend import AttentionType
@@ -172,6 +172,18 @@ PATCHED = {
         IMPORTS_0271 + MIDDLE + ANCHOR,
         IMPORTS_0271 + NEW_IMPORTS + MIDDLE + KERNEL + ANCHOR,
     ),
+    "one name a line: so are the new imports": (
+        swap(PENDING, "from vllm.config import CacheConfig, VllmConfig\n",
+             "from vllm.config import CacheConfig\nfrom vllm.config import VllmConfig\n"),
+        swapped(
+            APPLIED,
+            ("from vllm.config import CacheConfig, VllmConfig\n",
+             "from vllm.config import CacheConfig\nfrom vllm.config import VllmConfig\n"),
+            (NEW_IMPORTS,
+             "from vllm.triton_utils import tl\nfrom vllm.triton_utils import triton\n"
+             "from vllm.utils.torch_utils import direct_register_custom_op\n"),
+        ),
+    ),
     "0.26.0, the width computed inline: before _resolve_layer_attention": (
         IMPORTS_0271 + LATER_IMPORT + MIDDLE + INLINE,
         IMPORTS_0271 + NEW_IMPORTS + LATER_IMPORT + MIDDLE + KERNEL + INLINE,
@@ -224,7 +236,7 @@ DRIFT = {
     "torch not imported at module level": swap(PENDING, "import torch\n", ""),
     "no vllm import to put the imports among": swapped(
         PENDING,
-        ("from vllm.config import VllmConfig\n", ""),
+        ("from vllm.config import CacheConfig, VllmConfig\n", ""),
         ("from vllm.transformers_utils.repo_utils import get_hf_file_bytes\n", ""),
         (LATER_IMPORT, ""),
     ),

@@ -60,12 +60,16 @@ def is_one_of(node: cst.CSTNode, nodes: Sequence[cst.CSTNode]) -> bool:
     return any(node is n for n in nodes)
 
 
-def removed(statements: Sequence[Statement], doomed: Sequence[cst.CSTNode]) -> list[Statement]:
+def removed(
+    statements: Sequence[Statement], doomed: Sequence[cst.CSTNode], *, widest: bool = False
+) -> list[Statement]:
     """The statements less `doomed` (by identity), as before `placed_before`.
 
     The statement after each removed run takes back the blank lines that
     separated the run from what preceded it, and keeps its own comments;
-    comments written right above a removed statement go with it.
+    comments written right above a removed statement go with it. `widest`:
+    it keeps its own blank lines where they are more (the run was inserted
+    after a statement, and its follower kept what it had).
     """
     kept: list[Statement] = []
     handed_back: list[cst.EmptyLine] | None = None
@@ -75,7 +79,9 @@ def removed(statements: Sequence[Statement], doomed: Sequence[cst.CSTNode]) -> l
                 handed_back = leading_blank_lines(statement.leading_lines)[0]
             continue
         if handed_back is not None:
-            _, own = leading_blank_lines(statement.leading_lines)
+            blank, own = leading_blank_lines(statement.leading_lines)
+            if widest and len(blank) > len(handed_back):
+                handed_back = blank
             statement = statement.with_changes(leading_lines=[*handed_back, *own])
             handed_back = None
         kept.append(statement)
