@@ -102,7 +102,7 @@ def placed_before_anchor(source: Source, what: str) -> Judged:
     drift naming what is missing: the anchor, or the module-level `torch`
     the inserted code reads. `what` names that code in the message."""
     anchor, anchors = ANCHOR, source.module.defs(ANCHOR)
-    if not anchors and width_inline(source):
+    if not anchors and _width_inline(source):
         anchor, anchors = INLINE_ANCHOR, source.module.defs(INLINE_ANCHOR)
     problems = []
     if len(anchors) != 1:
@@ -126,7 +126,7 @@ def placed_before_anchor(source: Source, what: str) -> Judged:
     return pending(Site(path=anchors[0].pinned()))
 
 
-def width_inline(source: Source) -> bool:
+def _width_inline(source: Source) -> bool:
     """Whether `INLINE_MODEL.__init__` assigns `INLINE_WIDTH` (0.26.0)."""
 
     def assigns_width(statement: ast.stmt) -> bool:

@@ -188,12 +188,14 @@ direct_register_custom_op(
 )
 """
 
+#: How messages name the registration, which defines no name of its own.
+REGISTERED = f"direct_register_custom_op(op_name='{NAME}')"
 #: The kernel hunk's statements, by the name each defines or registers.
 STATEMENTS = {
     "_dflash2_grouped_conv_kernel": KERNEL,
     NAME: LAUNCHER,
     "_dflash2_grouped_conv_shape": SHAPE,
-    "direct_register_custom_op(op_name='dflash2_grouped_conv')": REGISTRATION,
+    REGISTERED: REGISTRATION,
 }
 _WHY = (
     "The DFlash2 draft's grouped convolution runs as one Triton kernel (a "
@@ -278,16 +280,20 @@ def _imports(source: Source, bindings: dict[str, list[str]]) -> Judged:
     return pending(Imports(path=anchor.pinned(), before=before, missing=tuple(missing)))
 
 
-def _import_lines(source: Source) -> Statements | None:
-    """The import lines the forward writes, where they stand alone with
-    exactly their names: what undoing removes."""
-    found = [
+def _own_imports(source: Source) -> list[Found]:
+    """The import lines as the forward writes them (in either form), each
+    standing alone: what undoing removes."""
+    return [
         statement
         for statement in source.module.statements()
         if isinstance(statement.node, ast.ImportFrom)
         and not shares_a_line(source.tree.body, statement.path[-1].index)
         and any(same_meaning(statement.node, line) for line in _EITHER_FORM)
     ]
+
+
+def _import_lines(source: Source) -> Statements | None:
+    found = _own_imports(source)
     if not found:
         return None
     first, *more = (f.pinned() for f in found)
@@ -313,12 +319,12 @@ def _registration(statement: ast.stmt) -> bool:
 
 def kernel_statements(source: Source) -> dict[str, list[Found]]:
     """The module-level statements of the kernel hunk found, by name."""
-    found = {name: source.module.defs(name) for name in list(STATEMENTS)[:3]}
-    registration = list(STATEMENTS)[3]
-    found[registration] = [
-        s for s in source.module.statements() if _registration(s.node)  # type: ignore[arg-type]
-    ]
-    return found
+    return {
+        name: [s for s in source.module.statements() if _registration(s.node)]  # type: ignore[arg-type]
+        if name == REGISTERED
+        else source.module.defs(name)
+        for name in STATEMENTS
+    }
 
 
 def _kernel(source: Source) -> Judged:
@@ -356,12 +362,7 @@ def before_undo(source: Source, to_undo: dict[str, Judged]) -> dict[str, Judged]
     ]
     imports = to_undo.get(IMPORTS_HUNK.name)
     if imports is not None and imports.site is not None:
-        leaving += [
-            f.node
-            for f in source.module.statements()
-            if isinstance(f.node, ast.ImportFrom)
-            and any(same_meaning(f.node, line) for line in _EITHER_FORM)
-        ]
+        leaving += [f.node for f in _own_imports(source)]
     readers = Readers(source)
     refused: dict[str, Judged] = {}
     if KERNEL_HUNK.name in to_undo:
