@@ -6,8 +6,10 @@ drafting), the statistics and verdicts, and the scripts' plans and tables
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import importlib.util
+import io
 import json
 import math
 import os
@@ -497,6 +499,25 @@ def test_a_dflash2_engine_repeats_more_than_a_base_engine_unless_told(name, over
 # ("The ninth hold"). Their result files are committed beside them, so the
 # report must still make the same tables of them.
 RUNS = ROOT / "scripts" / "gpu" / "runs"
+
+
+@pytest.fixture(scope="module")
+def published_report(tmp_path_factory):
+    """published_report(run) -> what the report prints for a committed run:
+    made once a run, since each of its cells reads the same report."""
+    made: dict[str, str] = {}
+
+    def report(name: str) -> str:
+        if name not in made:
+            run = tmp_path_factory.mktemp(name)
+            shutil.copytree(RUNS / name / "results", run / "results")
+            printed = io.StringIO()
+            with contextlib.redirect_stdout(printed):
+                speed.main(["report", "--run", str(run)])
+            made[name] = printed.getvalue()
+        return made[name]
+
+    return report
 FA3 = ("fa3", "0.28.0", "auto (vLLM chooses); vLLM's logs: FLASH_ATTN, FA3")
 NEWEST = ("three-versions", "0.34.0", "TRITON_ATTN; vLLM's logs: TRITON_ATTN")
 
@@ -511,12 +532,10 @@ NEWEST = ("three-versions", "0.34.0", "TRITON_ATTN; vLLM's logs: TRITON_ATTN")
     (NEWEST, "low acceptance, c1", "0.973 [0.953, 0.994] (+-2.1%): FAIL"),
     (NEWEST, "low acceptance, b32", "0.987 [0.967, 1.013] (+-2.4%): FAIL"),
 ], ids=lambda value: value[0] if isinstance(value, tuple) else None)
-def test_a_committed_run_still_reports_its_published_table(tmp_path, capsys, run, cell,
+def test_a_committed_run_still_reports_its_published_table(published_report, run, cell,
                                                            ratio_line):
     name, upstream, backend = run
-    shutil.copytree(RUNS / name / "results", tmp_path / name / "results")
-    speed.main(["report", "--run", str(tmp_path / name)])
-    text = capsys.readouterr().out
+    text = published_report(name)
     section = text.split(f"== {cell} ")[1].split("\n\n")[0]
     assert f"speedup ratio 0.27.1 / {upstream} (cycles paired): {ratio_line}" in section
     assert f"attention backend: {backend}" in text
