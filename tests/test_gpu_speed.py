@@ -495,8 +495,9 @@ def test_a_dflash2_engine_repeats_more_than_a_base_engine_unless_told(name, over
 
 
 # The published tables of scripts/gpu/README.md, as the GPU printed them:
-# FlashAttention 3 against 0.28.0 ("The eighth hold") and the newest release
-# ("The ninth hold"). Their result files are committed beside them, so the
+# FlashAttention 3 against 0.28.0 ("The eighth hold"), the newest release
+# ("The ninth hold") and the newest release against the convolution kernel
+# ("The tenth hold"). Their result files are committed beside them, so the
 # report must still make the same tables of them.
 RUNS = ROOT / "scripts" / "gpu" / "runs"
 
@@ -520,6 +521,7 @@ def published_report(tmp_path_factory):
     return report
 FA3 = ("fa3", "0.28.0", "auto (vLLM chooses); vLLM's logs: FLASH_ATTN, FA3")
 NEWEST = ("three-versions", "0.34.0", "TRITON_ATTN; vLLM's logs: TRITON_ATTN")
+KERNEL = ("conv-kernel", "0.34.0", "TRITON_ATTN; vLLM's logs: TRITON_ATTN")
 
 
 @pytest.mark.parametrize("run, cell, ratio_line", [
@@ -531,6 +533,10 @@ NEWEST = ("three-versions", "0.34.0", "TRITON_ATTN; vLLM's logs: TRITON_ATTN")
     (NEWEST, "high acceptance, b32", "1.001 [0.990, 1.012] (+-1.1%): PASS"),
     (NEWEST, "low acceptance, c1", "0.973 [0.953, 0.994] (+-2.1%): FAIL"),
     (NEWEST, "low acceptance, b32", "0.987 [0.967, 1.013] (+-2.4%): FAIL"),
+    (KERNEL, "high acceptance, c1", "0.988 [0.957, 1.012] (+-2.8%): FAIL"),
+    (KERNEL, "high acceptance, b32", "0.999 [0.977, 1.008] (+-1.5%): PASS"),
+    (KERNEL, "low acceptance, c1", "0.989 [0.974, 1.015] (+-2.1%): PASS"),
+    (KERNEL, "low acceptance, b32", "0.985 [0.976, 0.994] (+-0.9%): PASS"),
 ], ids=lambda value: value[0] if isinstance(value, tuple) else None)
 def test_a_committed_run_still_reports_its_published_table(published_report, run, cell,
                                                            ratio_line):

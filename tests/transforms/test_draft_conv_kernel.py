@@ -100,7 +100,9 @@ def dflash2_grouped_conv(
     output = torch.empty_like(hidden_states)
     if num_tokens == 0:
         return output
-    block_c = min(1024, triton.next_power_of_2(channels))
+    # Below 128 rows (a few requests' draft blocks), half the channels a
+    # program: twice the programs, so that a small step still fills the SMs.
+    block_c = min(512 if num_tokens < 128 else 1024, triton.next_power_of_2(channels))
     _dflash2_grouped_conv_kernel[(num_tokens, triton.cdiv(channels, block_c))](
         hidden_states,
         delta,
@@ -200,8 +202,14 @@ ALREADY_APPLIED = {
         APPLIED,
         ("    slot = row % block_size\n", "    slot = row % block_size  # within its block\n"),
         ('    op_name="dflash2_grouped_conv",\n', "    op_name='dflash2_grouped_conv',\n"),
-        ("    block_c = min(1024, triton.next_power_of_2(channels))\n",
-         "    block_c = min(\n        1024, triton.next_power_of_2(channels)\n    )\n"),
+        ("    block_c = min(512 if num_tokens < 128 else 1024, triton.next_power_of_2(channels))\n",
+         "    block_c = min(\n        512 if num_tokens < 128 else 1024,\n"
+         "        triton.next_power_of_2(channels),\n    )\n"),
+    ),
+    "the launcher as earlier versions wrote it: 1,024 channels at any row count": swap(
+        APPLIED,
+        "    block_c = min(512 if num_tokens < 128 else 1024, triton.next_power_of_2(channels))\n",
+        "    block_c = min(1024, triton.next_power_of_2(channels))\n",
     ),
 }
 
@@ -212,6 +220,9 @@ DRIFT = {
     "the sum rounded at every tap": swap(
         APPLIED, "total = tl.zeros([BLOCK_C], dtype=tl.float32)",
         "total = tl.zeros([BLOCK_C], dtype=tl.bfloat16)",
+    ),
+    "512 channels a program at any row count": swap(
+        APPLIED, "min(512 if num_tokens < 128 else 1024,", "min(512,"
     ),
     "registered under another function": swap(
         APPLIED, "op_func=dflash2_grouped_conv,", "op_func=_dflash2_grouped_conv_shape,"
@@ -270,11 +281,12 @@ def test_the_kernel_written_any_way_counts_as_applied(source: str) -> None:
     assert verdicts(DraftConvKernel, source) == dict.fromkeys(HUNKS, State.APPLIED)
 
 
-def test_a_reformatted_kernel_is_reverted_by_meaning() -> None:
-    assert_reverted_exactly(
-        DraftConvKernel, ALREADY_APPLIED["reformatted, commented, statements in another order"],
-        PENDING,
-    )
+@pytest.mark.parametrize("key", [
+    "reformatted, commented, statements in another order",
+    "the launcher as earlier versions wrote it: 1,024 channels at any row count",
+])
+def test_a_kernel_written_otherwise_is_reverted_by_meaning(key: str) -> None:
+    assert_reverted_exactly(DraftConvKernel, ALREADY_APPLIED[key], PENDING)
 
 
 def test_with_one_import_line_there_already_only_the_other_is_added() -> None:
