@@ -519,6 +519,8 @@ def published_report(tmp_path_factory):
         return made[name]
 
     return report
+
+
 FA3 = ("fa3", "0.28.0", "auto (vLLM chooses); vLLM's logs: FLASH_ATTN, FA3")
 NEWEST = ("three-versions", "0.34.0", "TRITON_ATTN; vLLM's logs: TRITON_ATTN")
 KERNEL = ("conv-kernel", "0.34.0", "TRITON_ATTN; vLLM's logs: TRITON_ATTN")
