@@ -496,27 +496,30 @@ def test_a_dflash2_engine_repeats_more_than_a_base_engine_unless_told(name, over
 
 # The published tables of scripts/gpu/README.md, as the GPU printed them:
 # FlashAttention 3 against 0.28.0 ("The eighth hold"), the newest release
-# ("The ninth hold") and the newest release against the convolution kernel
-# ("The tenth hold"). Their result files are committed beside them, so the
-# report must still make the same tables of them.
+# ("The ninth hold"), the newest release against the convolution kernel
+# ("The tenth hold") and against its launcher ("The eleventh hold"). Their
+# result files are committed beside them, so the report must still make the
+# same tables of them: with `--order-unbalanced` as they were published, and
+# with the pairs order-balanced as it judges them now.
 RUNS = ROOT / "scripts" / "gpu" / "runs"
 
 
 @pytest.fixture(scope="module")
 def published_report(tmp_path_factory):
-    """published_report(run) -> what the report prints for a committed run:
-    made once a run, since each of its cells reads the same report."""
-    made: dict[str, str] = {}
+    """published_report(run, *options) -> what the report prints for a
+    committed run: made once a run and options, since each of its cells
+    reads the same report."""
+    made: dict[tuple, str] = {}
 
-    def report(name: str) -> str:
-        if name not in made:
+    def report(name: str, *options: str) -> str:
+        if (name, options) not in made:
             run = tmp_path_factory.mktemp(name)
             shutil.copytree(RUNS / name / "results", run / "results")
             printed = io.StringIO()
             with contextlib.redirect_stdout(printed):
-                speed.main(["report", "--run", str(run)])
-            made[name] = printed.getvalue()
-        return made[name]
+                speed.main(["report", "--run", str(run), *options])
+            made[name, options] = printed.getvalue()
+        return made[name, options]
 
     return report
 
@@ -524,29 +527,53 @@ def published_report(tmp_path_factory):
 FA3 = ("fa3", "0.28.0", "auto (vLLM chooses); vLLM's logs: FLASH_ATTN, FA3")
 NEWEST = ("three-versions", "0.34.0", "TRITON_ATTN; vLLM's logs: TRITON_ATTN")
 KERNEL = ("conv-kernel", "0.34.0", "TRITON_ATTN; vLLM's logs: TRITON_ATTN")
+LAUNCHER = ("launcher", "0.34.0", "TRITON_ATTN; vLLM's logs: TRITON_ATTN")
 
 
-@pytest.mark.parametrize("run, cell, ratio_line", [
-    (FA3, "high acceptance, c1", "1.030 [1.014, 1.056] (+-2.0%): PASS"),
-    (FA3, "high acceptance, b32", "0.987 [0.970, 1.030] (+-3.1%): INCONCLUSIVE"),
-    (FA3, "low acceptance, c1", "1.027 [1.014, 1.036] (+-1.1%): PASS"),
-    (FA3, "low acceptance, b32", "0.998 [0.989, 1.006] (+-0.9%): PASS"),
-    (NEWEST, "high acceptance, c1", "0.992 [0.968, 1.006] (+-1.9%): FAIL"),
-    (NEWEST, "high acceptance, b32", "1.001 [0.990, 1.012] (+-1.1%): PASS"),
-    (NEWEST, "low acceptance, c1", "0.973 [0.953, 0.994] (+-2.1%): FAIL"),
-    (NEWEST, "low acceptance, b32", "0.987 [0.967, 1.013] (+-2.4%): FAIL"),
-    (KERNEL, "high acceptance, c1", "0.988 [0.957, 1.012] (+-2.8%): FAIL"),
-    (KERNEL, "high acceptance, b32", "0.999 [0.977, 1.008] (+-1.5%): PASS"),
-    (KERNEL, "low acceptance, c1", "0.989 [0.974, 1.015] (+-2.1%): PASS"),
-    (KERNEL, "low acceptance, b32", "0.985 [0.976, 0.994] (+-0.9%): PASS"),
+@pytest.mark.parametrize("run, cell, published, balanced", [
+    (FA3, "high acceptance, c1", "1.030 [1.014, 1.056] (+-2.0%): PASS",
+     "1.028 [1.003, 1.055] (+-2.5%): PASS"),
+    (FA3, "high acceptance, b32", "0.987 [0.970, 1.030] (+-3.1%): INCONCLUSIVE",
+     "0.998 [0.989, 1.011] (+-1.1%): PASS"),
+    (FA3, "low acceptance, c1", "1.027 [1.014, 1.036] (+-1.1%): PASS",
+     "1.030 [1.013, 1.040] (+-1.3%): PASS"),
+    (FA3, "low acceptance, b32", "0.998 [0.989, 1.006] (+-0.9%): PASS",
+     "0.997 [0.992, 1.006] (+-0.7%): PASS"),
+    (NEWEST, "high acceptance, c1", "0.992 [0.968, 1.006] (+-1.9%): FAIL",
+     "0.987 [0.965, 1.011] (+-2.3%): FAIL"),
+    (NEWEST, "high acceptance, b32", "1.001 [0.990, 1.012] (+-1.1%): PASS",
+     "0.999 [0.974, 1.021] (+-2.3%): PASS"),
+    (NEWEST, "low acceptance, c1", "0.973 [0.953, 0.994] (+-2.1%): FAIL",
+     "0.975 [0.945, 0.992] (+-2.4%): FAIL"),
+    (NEWEST, "low acceptance, b32", "0.987 [0.967, 1.013] (+-2.4%): FAIL",
+     "0.994 [0.967, 1.010] (+-2.2%): FAIL"),
+    (KERNEL, "high acceptance, c1", "0.988 [0.957, 1.012] (+-2.8%): FAIL",
+     "0.985 [0.942, 1.022] (+-4.0%): INCONCLUSIVE"),
+    (KERNEL, "high acceptance, b32", "0.999 [0.977, 1.008] (+-1.5%): PASS",
+     "0.995 [0.985, 1.004] (+-1.0%): PASS"),
+    (KERNEL, "low acceptance, c1", "0.989 [0.974, 1.015] (+-2.1%): PASS",
+     "0.989 [0.974, 1.019] (+-2.3%): PASS"),
+    (KERNEL, "low acceptance, b32", "0.985 [0.976, 0.994] (+-0.9%): PASS",
+     "0.980 [0.972, 0.999] (+-1.4%): PASS"),
+    (LAUNCHER, "high acceptance, c1", "1.000 [0.991, 1.005] (+-0.7%): PASS",
+     "1.000 [0.991, 1.004] (+-0.7%): PASS"),
+    (LAUNCHER, "high acceptance, b32", "1.017 [0.962, 1.037] (+-3.7%): INCONCLUSIVE",
+     "0.998 [0.995, 1.003] (+-0.4%): PASS"),
+    (LAUNCHER, "low acceptance, c1", "0.992 [0.983, 0.997] (+-0.7%): PASS",
+     "0.994 [0.983, 0.999] (+-0.8%): PASS"),
+    (LAUNCHER, "low acceptance, b32", "1.000 [0.994, 1.006] (+-0.6%): PASS",
+     "1.000 [0.998, 1.001] (+-0.1%): PASS"),
 ], ids=lambda value: value[0] if isinstance(value, tuple) else None)
 def test_a_committed_run_still_reports_its_published_table(published_report, run, cell,
-                                                           ratio_line):
+                                                           published, balanced):
     name, upstream, backend = run
-    text = published_report(name)
-    section = text.split(f"== {cell} ")[1].split("\n\n")[0]
-    assert f"speedup ratio 0.27.1 / {upstream} (cycles paired): {ratio_line}" in section
-    assert f"attention backend: {backend}" in text
+    for options, label, line in (
+            (("--order-unbalanced",), "cycles paired", published),
+            ((), "cycles paired, order balanced", balanced)):
+        text = published_report(name, *options)
+        section = text.split(f"== {cell} ")[1].split("\n\n")[0]
+        assert f"speedup ratio 0.27.1 / {upstream} ({label}): {line}" in section
+        assert f"attention backend: {backend}" in text
 
 
 def test_a_slower_speculator_on_0271_fails_the_report(tmp_path, capsys):
@@ -1004,10 +1031,11 @@ def _write_paired(run: Path, ours_spec: list[float], up_spec: list[float],
 
 
 @pytest.mark.parametrize("ours_spec, paired_rounds, line", [
-    (SPELLS, (1, 2), "speedup ratio 0.27.1 / 0.28.0 (cycles paired): "
+    (SPELLS, (1, 2), "speedup ratio 0.27.1 / 0.28.0 (cycles paired, order balanced): "
                      "1.000 [1.000, 1.000] (+-0.0%): PASS"),
-    ([0.9 * rate for rate in SPELLS], (1, 2), "speedup ratio 0.27.1 / 0.28.0 "
-                                            "(cycles paired): 0.900 [0.900, 0.900] (+-0.0%): FAIL"),
+    ([0.9 * rate for rate in SPELLS], (1, 2),
+     "speedup ratio 0.27.1 / 0.28.0 (cycles paired, order balanced): "
+     "0.900 [0.900, 0.900] (+-0.0%): FAIL"),
     # a round run unpaired: the rounds are judged unpaired, the spells stay in
     (SPELLS, (1,), "speedup ratio 0.27.1 / 0.28.0: 1.000 ["),
 ])
@@ -1043,6 +1071,41 @@ def test_the_report_shows_how_the_pairs_depend_on_who_ran_first(tmp_path, capsys
     lines = [text for text in capsys.readouterr().out.splitlines()
              if text.startswith("  DFlash2 pairs")]
     assert lines == [line] * 4
+
+
+@pytest.mark.parametrize("pairs, order, coupled", [
+    # ours 5% faster first and 5% slower second around a ratio of 1
+    ([1.05, 1 / 1.05] * 2, ["first", "second"] * 2, [1.0, 1.0]),
+    ([0.9 / 1.05, 0.9 * 1.05], ["second", "first"], [0.9]),
+    ([1.1, 0.9, 1.2], ["first", "second", "first"], [0.99 ** 0.5]),  # a round cut short
+    ([1.1], ["first"], []),                                          # a round of one cycle
+    ([1.1, 0.9], [], [1.1, 0.9]),                                    # no order recorded
+])
+def test_a_pair_where_ours_ran_first_is_coupled_with_the_next_where_it_ran_second(
+        pairs, order, coupled):
+    assert speed_report.balance_order(pairs, order) == pytest.approx(coupled)
+
+
+@pytest.mark.parametrize("ratio, line", [
+    (1.0, "1.000 [1.000, 1.000] (+-0.0%): PASS"),
+    (0.95, "0.950 [0.950, 0.950] (+-0.0%): FAIL"),
+])
+def test_an_effect_of_who_runs_first_drops_out_of_the_ratio(tmp_path, capsys, ratio, line):
+    # Each pair of the GPU's spells, ours 8% faster when it runs first and
+    # 8% slower when second: alone, the pairs fall in two clusters.
+    ours = [rate * ratio * (1.08 if i % 2 == 0 else 1 / 1.08) for i, rate in enumerate(SPELLS)]
+    _write_paired(tmp_path, ours, SPELLS)
+    for round_number in (1, 2):
+        path = tmp_path / "results" / f"round{round_number}-dflash2.json"
+        result = json.loads(path.read_text())
+        for cell in plan.CELLS:
+            result["cells"][cell]["order"] = ["first", "second"] * 3
+        path.write_text(json.dumps(result))
+    speed.main(["report", "--run", str(tmp_path)])
+    lines = [text for text in capsys.readouterr().out.splitlines()
+             if text.startswith("speedup ratio")]
+    label = "speedup ratio 0.27.1 / 0.28.0 (cycles paired, order balanced)"
+    assert lines == [f"{label}: {line}"] * 4
 
 
 def test_a_round_of_one_cell_adds_to_that_cell_alone(tmp_path, capsys):
@@ -1622,7 +1685,8 @@ def test_the_newest_releases_pairs_are_judged_within_the_pairs_it_ran(tmp_path, 
         path.write_text(json.dumps(result))
     speed.main(["report", "--run", str(tmp_path)])
     text = capsys.readouterr().out
-    assert text.count("speedup ratio 0.27.1 / 0.34.0 (cycles paired): ") == (4 if paired else 0)
+    assert text.count("speedup ratio 0.27.1 / 0.34.0 (cycles paired, order balanced): ") == (
+        4 if paired else 0)
     assert text.count("speedup ratio 0.27.1 / 0.28.0: 1.000") == 4
 
 
@@ -1647,11 +1711,11 @@ def test_rounds_that_pair_0271_with_each_upstream_in_turn_judge_each_within_its_
                 json.dumps(result))
     speed.main(["report", "--run", str(tmp_path)])
     text = capsys.readouterr().out
-    assert text.count("speedup ratio 0.27.1 / 0.28.0 (cycles paired): 1.000 [1.000, 1.000] "
-                      "(+-0.0%): PASS") == 4
+    assert text.count("speedup ratio 0.27.1 / 0.28.0 (cycles paired, order balanced): "
+                      "1.000 [1.000, 1.000] (+-0.0%): PASS") == 4
     assert text.count("  each round's own: round 1 1.000, round 2 1.000\n") == 4
-    assert text.count("speedup ratio 0.27.1 / 0.34.0 (cycles paired): 0.900 [0.900, 0.900] "
-                      "(+-0.0%): FAIL") == 4
+    assert text.count("speedup ratio 0.27.1 / 0.34.0 (cycles paired, order balanced): "
+                      "0.900 [0.900, 0.900] (+-0.0%): FAIL") == 4
     assert text.count("  each round's own: round 3 0.900, round 4 0.900\n") == 4
 
 

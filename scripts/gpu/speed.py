@@ -495,6 +495,9 @@ def main(argv=None) -> int:
     rep = sub.add_parser("report", help="tables and verdicts from every round")
     rep.add_argument("--run", type=Path, required=True)
     rep.add_argument("--copy-to", type=Path)
+    rep.add_argument("--order-unbalanced", action="store_true",
+                     help="judge each pair of cycles on its own, as reports did before "
+                          "pairs were order-balanced (the tables published before)")
     plans = sub.add_parser("plan", help="print each engine's arguments and the round order")
     plans.add_argument("--tree-new", default="/tmp/vtnew")
     plans.add_argument("--attention-backend", default=ATTENTION_BACKEND)

@@ -176,20 +176,42 @@ def partnered(results: dict, engine: str, other: str) -> dict[int, dict]:
             if not r.get("paired") or r.get("partner", other) == other}
 
 
-def pair_rounds(results: dict, ours: str, up: str, cell: str) -> dict[int, list[float]] | None:
-    """Round -> ours / up's of each pair of cycles run back to back, when
-    every round of both engines (but those paired with a third) ran paired
-    and gave pairs; else None, and the report judges the rounds unpaired."""
+def pair_rounds(results: dict, ours: str, up: str, cell: str,
+                balanced: bool = True) -> dict[int, list[float]] | None:
+    """Round -> ours / up's of the round's pairs of cycles run back to back,
+    order-balanced (`balance_order`) unless `balanced` is off, when every
+    round of both engines (but those paired with a third) ran paired and
+    gave pairs; else None, and the report judges the rounds unpaired."""
     mine, theirs = partnered(results, ours, up), partnered(results, up, ours)
     if not mine or set(mine) != set(theirs) or not all(
             r.get("paired") for r in (*mine.values(), *theirs.values())):
         return None
     found = {}
     for n in sorted(mine):
-        a, b = (cell_of(r[n], cell).get("reps", []) for r in (mine, theirs))
-        if a and b:
-            found[n] = [x / y for x, y in zip(a, b)]
+        a, b = (cell_of(r[n], cell) for r in (mine, theirs))
+        pairs = [x / y for x, y in zip(a.get("reps", []), b.get("reps", []))]
+        if balanced:
+            pairs = balance_order(pairs, a.get("order", []))
+        if pairs:
+            found[n] = pairs
     return found or None
+
+
+def balance_order(pairs: list[float], order: list[str]) -> list[float]:
+    """A round's pairs (ours / up's), each pair where ours ran first coupled
+    with the next where it ran second: the geometric mean of the two. Who
+    goes first flips from cycle to cycle, and on a GPU where the first of a
+    pair runs some percent faster or slower than the second, the pairs fall
+    in two clusters around the true ratio; their median is unstable and the
+    bootstrap's interval spans both clusters. In a couple the effect of the
+    order cancels (as in any crossover design), whatever its size, and the
+    noise stays. A pair left without a partner (a round cut short) is
+    dropped; a round that recorded no order keeps its pairs as they are."""
+    if len(order) != len(pairs):
+        return pairs
+    first = [p for p, position in zip(pairs, order) if position == "first"]
+    second = [p for p, position in zip(pairs, order) if position == "second"]
+    return [float(np.sqrt(a * b)) for a, b in zip(first, second)]
 
 
 def pair_order(results: dict, cell: str, prefix: str = "up_") -> dict | None:
@@ -246,11 +268,12 @@ def version_prefixes(results: dict) -> list[tuple[str, str]]:
     return found + [(newest, "new_")] if newest else found
 
 
-def summarize(results: dict) -> dict:
+def summarize(results: dict, balanced: bool = True) -> dict:
     """Per cell: each version's medians, speedup, acceptance, and the ratio
     of 0.27.1's speedup to each upstream version's with its verdict (0.28.0's
-    under "ratio", the newest release's under "ratio_new"); cells without
-    data are left out."""
+    under "ratio", the newest release's under "ratio_new"), its pairs
+    order-balanced unless `balanced` is off; cells without data are left
+    out."""
     summary = {}
     versions = version_prefixes(results)
     for cell in CELLS:
@@ -274,7 +297,7 @@ def summarize(results: dict) -> dict:
         for prefix, key in UPSTREAMS:
             if prefix not in labels:
                 continue
-            ratio = cell_ratio(results, cell, prefix, rounds[""], rounds[prefix])
+            ratio = cell_ratio(results, cell, prefix, rounds[""], rounds[prefix], balanced)
             if ratio is not None:
                 if prefix != "up_":
                     ratio["version"] = labels[prefix]
@@ -283,16 +306,18 @@ def summarize(results: dict) -> dict:
     return summary
 
 
-def cell_ratio(results: dict, cell: str, prefix: str, ours: tuple, theirs: tuple) -> dict | None:
+def cell_ratio(results: dict, cell: str, prefix: str, ours: tuple, theirs: tuple,
+               balanced: bool = True) -> dict | None:
     """0.27.1's speedup over the upstream version's of `prefix` in one cell,
     judged: within the pairs when every round of both versions ran paired,
     else from each engine's rounds; None when an engine has no figures."""
-    base_pairs = pair_rounds(results, "base", f"{prefix}base", cell)
-    spec_pairs = pair_rounds(results, "dflash2", f"{prefix}dflash2", cell)
+    base_pairs = pair_rounds(results, "base", f"{prefix}base", cell, balanced)
+    spec_pairs = pair_rounds(results, "dflash2", f"{prefix}dflash2", cell, balanced)
     if base_pairs and spec_pairs:
         ratio = speed_stats.paired_ratio_of_speedups(
             list(base_pairs.values()), list(spec_pairs.values()))
         pooled = speed_stats.pooled_median(list(base_pairs.values()))
+        ratio["balanced"] = balanced
         ratio["by_round"] = {
             n: float(np.median(pairs)) / (float(np.median(base_pairs[n]))
                                           if base_pairs.get(n) else pooled)
@@ -381,7 +406,9 @@ def backend_line(results: dict) -> str:
 
 
 def ratio_lines(ratio: dict, version: str) -> list[str]:
-    paired = " (cycles paired)" if ratio.get("paired") else ""
+    paired = ""
+    if ratio.get("paired"):
+        paired = " (cycles paired, order balanced)" if ratio["balanced"] else " (cycles paired)"
     lines = [f"speedup ratio 0.27.1 / {version}{paired}: {_ci(ratio, 3)} "
              f"(+-{100 * ratio['half_width']:.1f}%): {ratio['verdict']}"]
     if ratio.get("by_round"):
@@ -437,7 +464,7 @@ def format_report(summary: dict, header: str | None = None) -> str:
 
 def report(args) -> int:
     results = load_results(args.run)
-    summary = summarize(results)
+    summary = summarize(results, balanced=not args.order_unbalanced)
     text = format_report(summary, backend_line(results))
     timing = [f"round {n} {engine}: {timing_line(r)}"
               for engine, rounds in sorted(results.items())
