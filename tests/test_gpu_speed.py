@@ -1019,13 +1019,18 @@ def test_paired_engines_must_come_as_one_kind_of_each_version(tmp_path, engines)
 
 
 def _write_paired(run: Path, ours_spec: list[float], up_spec: list[float],
-                  paired_rounds=(1, 2)) -> None:
+                  paired_rounds=(1, 2), order: list[str] | None = None) -> None:
+    """Two rounds of the four engines; `order`, where given, is whether our
+    DFlash2 engine ran each repetition first or second, in every cell."""
     (run / "results").mkdir(parents=True)
     for round_number in (1, 2):
         for engine, reps in (("base", [100.0] * 6), ("up_base", [100.0] * 6),
                              ("dflash2", ours_spec), ("up_dflash2", up_spec)):
             result = _result(engine, round_number, reps, 10.0, 50.0)
             result["paired"] = round_number in paired_rounds
+            if order and engine == "dflash2":
+                for cell in plan.CELLS:
+                    result["cells"][cell]["order"] = order
             (run / "results" / f"round{round_number}-{engine}.json").write_text(
                 json.dumps(result))
 
@@ -1060,13 +1065,8 @@ def test_the_report_judges_paired_rounds_by_their_pairs(tmp_path, capsys, ours_s
 ])
 def test_the_report_shows_how_the_pairs_depend_on_who_ran_first(tmp_path, capsys, order,
                                                                  ours_spec, line):
-    _write_paired(tmp_path, ours_spec, SPELLS if ours_spec == SPELLS else [100.0] * 6)
-    for round_number in (1, 2):
-        path = tmp_path / "results" / f"round{round_number}-dflash2.json"
-        result = json.loads(path.read_text())
-        for cell in plan.CELLS:
-            result["cells"][cell]["order"] = order
-        path.write_text(json.dumps(result))
+    _write_paired(tmp_path, ours_spec, SPELLS if ours_spec == SPELLS else [100.0] * 6,
+                  order=order)
     speed.main(["report", "--run", str(tmp_path)])
     lines = [text for text in capsys.readouterr().out.splitlines()
              if text.startswith("  DFlash2 pairs")]
@@ -1094,13 +1094,7 @@ def test_an_effect_of_who_runs_first_drops_out_of_the_ratio(tmp_path, capsys, ra
     # Each pair of the GPU's spells, ours 8% faster when it runs first and
     # 8% slower when second: alone, the pairs fall in two clusters.
     ours = [rate * ratio * (1.08 if i % 2 == 0 else 1 / 1.08) for i, rate in enumerate(SPELLS)]
-    _write_paired(tmp_path, ours, SPELLS)
-    for round_number in (1, 2):
-        path = tmp_path / "results" / f"round{round_number}-dflash2.json"
-        result = json.loads(path.read_text())
-        for cell in plan.CELLS:
-            result["cells"][cell]["order"] = ["first", "second"] * 3
-        path.write_text(json.dumps(result))
+    _write_paired(tmp_path, ours, SPELLS, order=["first", "second"] * 3)
     speed.main(["report", "--run", str(tmp_path)])
     lines = [text for text in capsys.readouterr().out.splitlines()
              if text.startswith("speedup ratio")]
