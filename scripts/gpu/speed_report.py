@@ -556,9 +556,9 @@ def format_summary(run: Path, results: dict) -> str:
     judgement beside them."""
     balanced = summarize(results, balanced=True)
     unbalanced = summarize(results, balanced=False)
-    lines = [f"# Speed run `{run.name}`", "",
-             f"Made by `python3 scripts/gpu/speed.py summary --run scripts/gpu/runs/"
-             f"{run.name}` from `results/`; do not edit.", ""]
+    lines = [f"# Speed run `{run.resolve().name}`", "",
+             "Made by `scripts/gpu/speed.py summary --run` (or `report --run`) from this "
+             "directory's `results/`; do not edit.", ""]
     lines += [f"- {label}: {_facts(results, run, key)}" for key, label in ENVIRONMENT]
     lines += _versions_line(results)
     lines.append(f"- {backend_line(results)}")
