@@ -21,7 +21,7 @@ the distribution after each token); with equal rows, i.i.d. tokens. Every
 request starts after token 0; the tokens kept must follow the target's
 chain, which `chi_square` tests on the first `n` of them.
 
-    python -m tests.block_verification_model    # the figures the README cites
+    python -m tests.block_verification_model    # the figures docs/edits.md cites
 """
 
 from __future__ import annotations

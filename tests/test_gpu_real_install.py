@@ -1,8 +1,8 @@
-"""A real install travels as wheels cut into parts, one part per call.
+"""A real install travels as wheels cut into parts, one part per transfer.
 
 scripts/gpu/build_real_install.py lays the wheels end to end, one stream per
-region, and real_install_parts.py cuts each stream into parts; on the device,
-every call takes in the parts it carried, in whatever order they come, and
+region, and real_install_parts.py cuts each stream into parts; on the GPU
+host, each transfer's parts are taken in, in whatever order they come, and
 writes out each wheel once all its parts are there (real_install_setup.sh).
 These tests cut made-up wheels small and put them back together in several
 orders, through the module and through the setup script, without a GPU.
@@ -102,7 +102,7 @@ def test_every_part_carries_the_whole_manifest(bundle):
 
 
 def carry(tmp_path: Path, name: str) -> Path:
-    """One call's copy of the checkout: only the carried part is there."""
+    """One transfer's copy of the checkout: only the carried part is there."""
     arrived = tmp_path / "device" / name
     if arrived.exists():
         shutil.rmtree(arrived)
@@ -288,8 +288,8 @@ def test_a_build_names_its_releases_and_each_ones_torch(tmp_path):
 
 
 def run_setup(tmp_path: Path, part: str | None) -> str:
-    """real_install_setup.sh as a call runs it: in a checkout where only the
-    carried part is under .cache/real-install/parts."""
+    """real_install_setup.sh as it runs after a transfer: in a checkout where
+    only the carried part is under .cache/real-install/parts."""
     checkout = tmp_path / "checkout"
     if checkout.exists():
         shutil.rmtree(checkout)
@@ -305,13 +305,13 @@ def run_setup(tmp_path: Path, part: str | None) -> str:
     return done.stdout
 
 
-def test_the_setup_script_takes_in_whatever_part_each_call_brings(bundle):
+def test_the_setup_script_takes_in_whatever_part_each_transfer_brings(bundle):
     tmp_path, wheels, manifest = bundle
     order = ["p06", "p03", "p07", "p01", "p05", "p04", "p02"]
     outputs = [run_setup(tmp_path, name) for name in order]
     assert "p06: collected" in outputs[0]
     assert "second: waits for" in outputs[0]
-    assert "wheels written out in this call: 1" in outputs[4]  # vllm, once p05 joins p06
+    assert "wheels written out in this run: 1" in outputs[4]  # vllm, once p05 joins p06
     assert "second: every wheel it needs is here" not in outputs[3]
     assert "first: every wheel it needs is here" in outputs[-1]
     assert "second: every wheel it needs is here" in outputs[-1]
@@ -356,7 +356,7 @@ TOOL_RUNS = ["--version", "check --python PY", "apply --python PY", "check --pyt
     ("1", TOOL_RUNS + ["verify --gpu --python PY"]),
     ("0", TOOL_RUNS),
 ])
-def test_the_tool_runs_end_in_verify_gpu_unless_the_hold_leaves_it_out(
+def test_the_tool_runs_end_in_verify_gpu_unless_it_is_left_out(
         tmp_path, verify_gpu, expected):
     tool = tmp_path / "dflash2-backport"
     tool.write_text(FAKE_TOOL)

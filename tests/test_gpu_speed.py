@@ -494,13 +494,13 @@ def test_a_dflash2_engine_repeats_more_than_a_base_engine_unless_told(name, over
     assert plan.engine_reps(name, override) == reps
 
 
-# The published tables of scripts/gpu/README.md, as the GPU printed them:
-# FlashAttention 3 against 0.28.0 ("The eighth hold"), the newest release
-# ("The ninth hold"), the newest release against the convolution kernel
-# ("The tenth hold") and against its launcher ("The eleventh hold"). Their
-# result files are committed beside them, so the report must still make the
-# same tables of them: with `--order-unbalanced` as they were published, and
-# with the pairs order-balanced as it judges them now.
+# The committed runs, as the GPU printed their tables: FlashAttention 3
+# against 0.28.0 (fa3), the newest release (three-versions), the newest
+# release against the convolution kernel (conv-kernel) and against its
+# launcher (launcher). The report must still make the same tables of their
+# result files: with `--order-unbalanced` as they were printed, and with the
+# pairs order-balanced as it judges them now; and each run's summary.md
+# shows both.
 RUNS = ROOT / "scripts" / "gpu" / "runs"
 
 
@@ -574,6 +574,62 @@ def test_a_committed_run_still_reports_its_published_table(published_report, run
         section = text.split(f"== {cell} ")[1].split("\n\n")[0]
         assert f"speedup ratio 0.27.1 / {upstream} ({label}): {line}" in section
         assert f"attention backend: {backend}" in text
+    (row,) = [x for x in (RUNS / name / "summary.md").read_text().splitlines()
+              if x.startswith(f"| {cell.replace(' acceptance, ', '_')} |")]
+    as_summarised = [line.replace("+-", "±").replace("): ", ") ") for line in (balanced,
+                                                                             published)]
+    assert row.split(" | ")[-2:] == [as_summarised[0], as_summarised[1] + " |"]
+
+
+COMMITTED_RUNS = sorted(path.name for path in RUNS.iterdir() if (path / "results").is_dir())
+
+
+@pytest.mark.parametrize("name", COMMITTED_RUNS)
+def test_each_committed_runs_summary_is_the_one_its_result_files_make(name, tmp_path):
+    run = tmp_path / name
+    shutil.copytree(RUNS / name, run)
+    (run / "summary.md").unlink()
+    assert speed.main(["summary", "--run", str(run)]) == 0
+    assert (run / "summary.md").read_text() == (RUNS / name / "summary.md").read_text()
+
+
+@pytest.mark.parametrize("run, gpu, torch_build, day, passing", [
+    ("fa3", "NVIDIA H100", "2.13.0+cu130", "2026-12-05", "4 of 4 cells pass against 0.28.0."),
+    ("three-versions", "NVIDIA H100", "2.11.0+cu130", "2026-12-05",
+     "1 of 4 cells pass against 0.34.0."),
+    ("conv-kernel", "NVIDIA H200", "2.11.0+cu130", "2026-12-05",
+     "3 of 4 cells pass against 0.34.0."),
+    ("launcher", "NVIDIA H100", "2.11.0+cu130", "2026-12-06",
+     "4 of 4 cells pass against 0.34.0."),
+])
+def test_each_committed_runs_summary_names_its_card_torch_day_and_verdicts(
+        run, gpu, torch_build, day, passing):
+    text = (RUNS / run / "summary.md").read_text()
+    for line in (f"- GPU: {gpu}", f"- torch: {torch_build}", f"- date: {day}", passing):
+        assert line in text.splitlines(), line
+
+
+def test_a_summary_takes_the_card_from_the_result_files_before_the_runs_own_record(tmp_path):
+    _write_results(tmp_path, 250.0, 250.0)
+    (tmp_path / "run.json").write_text(json.dumps({"gpu": "recorded apart"}))
+    assert speed.main(["summary", "--run", str(tmp_path)]) == 0
+    assert "- GPU: recorded apart" in (tmp_path / "summary.md").read_text()
+    for path in (tmp_path / "results").glob("*.json"):
+        result = json.loads(path.read_text())
+        path.write_text(json.dumps({**result, "gpu": "NVIDIA B200"}))
+    assert speed.main(["summary", "--run", str(tmp_path)]) == 0
+    assert "- GPU: NVIDIA B200" in (tmp_path / "summary.md").read_text()
+
+
+def test_summary_check_fails_where_the_summary_is_not_what_the_files_make(tmp_path, capsys):
+    _write_results(tmp_path, 250.0, 250.0)
+    assert speed.main(["summary", "--run", str(tmp_path), "--check"]) == 1
+    assert speed.main(["summary", "--run", str(tmp_path)]) == 0
+    assert speed.main(["summary", "--run", str(tmp_path), "--check"]) == 0
+    with (tmp_path / "summary.md").open("a") as summary:
+        summary.write("edited by hand\n")
+    assert speed.main(["summary", "--run", str(tmp_path), "--check"]) == 1
+    assert "not what" in capsys.readouterr().out
 
 
 def test_a_slower_speculator_on_0271_fails_the_report(tmp_path, capsys):
@@ -652,7 +708,7 @@ def _fake_trees(tmp_path: Path, init_source, names=("vt", "vt28")) -> tuple[Path
         _metadata(tmp_path / "vtnew", "0.34.0")
     return run, ["--run", str(run), "--tree-0271", str(tmp_path / "vt"),
                  "--tree-0280", str(tmp_path / "vt28"), "--tree-new", str(tmp_path / "vtnew"),
-                 "--site", str(tmp_path / "site"), "--min-engine-s", "0", "--budget", "120"]
+                 "--site", str(tmp_path / "site"), "--min-engine-s", "0", "--time-limit", "120"]
 
 
 def _metadata(where: Path, version: str) -> None:
@@ -673,7 +729,7 @@ def test_an_engine_that_cannot_start_is_recorded_and_the_round_goes_on(tmp_path,
     assert printed.index("[round 2 dflash2] exit 1") < printed.index("[round 2 up_base] exit 1")
     assert "vt cannot start" in printed and "vt28 cannot start" in printed
     # each version's engines share one compile cache, across rounds too
-    # and what a call gives back is one archive of the run so far
+    # and what is copied out is one archive of the run so far
     assert [p.name for p in out.iterdir()] == ["speed-run.tgz"]
     with tarfile.open(out / "speed-run.tgz") as archive:
         names = set(archive.getnames())
@@ -838,6 +894,8 @@ def _fake_vllm_source(tree: Path, fail_after: dict | None = None) -> str:
     torch = tree / "torch"
     torch.mkdir(parents=True)
     (torch / "__init__.py").write_text(
+        "__version__ = '2.99.0+fake'\n"
+        "class cuda:\n    get_device_name = staticmethod(lambda: 'Fake GPU')\n"
         "def get_num_threads():\n    return 1\n"
         "class _Tensor:\n    def add_(self, other):\n        return self\n"
         "def ones(size):\n    return _Tensor()\n")
@@ -888,6 +946,15 @@ def test_paired_engines_take_turns_cell_by_cell(tmp_path, capsys):
                 "first" if f else "second" for f in starts]
 
 
+def test_each_result_names_the_gpu_the_torch_and_the_day_it_was_measured_on(tmp_path, capsys):
+    where = _fake_engines(tmp_path)
+    code = speed.main(["run", *where, "--round", "1", "--engines", "base", "--reps", "1"])
+    assert code == 0, capsys.readouterr().out
+    result = json.loads((tmp_path / "run" / "results" / "round1-base.json").read_text())
+    assert (result["gpu"], result["torch"]) == ("Fake GPU", "2.99.0+fake")
+    assert result["date"] == time.strftime("%Y-%m-%d", time.gmtime())
+
+
 def test_a_pairs_engines_start_together(tmp_path, capsys, monkeypatch):
     # each waits, starting, up to 20 s for the other to be starting too:
     # one started after the other is up would never meet it
@@ -900,12 +967,12 @@ def test_a_pairs_engines_start_together(tmp_path, capsys, monkeypatch):
         "True", "True"]
 
 
-def test_a_pair_without_the_budget_for_its_start_is_skipped_whole(tmp_path, capsys):
+def test_a_pair_without_the_time_left_for_its_start_is_skipped_whole(tmp_path, capsys):
     where = _fake_engines(tmp_path)
     code = speed.main(["run", *where, "--round", "1", "--engines", "dflash2,up_dflash2",
                        "--paired", "--min-engine-s", "200"])
     assert code == 1
-    assert "[round 1 dflash2,up_dflash2] skipped: 120 s of the budget left" in (
+    assert "[round 1 dflash2,up_dflash2] skipped: 120 s of the time limit left" in (
         capsys.readouterr().out)
     assert not list((tmp_path / "run" / "results").iterdir())
 
@@ -955,9 +1022,9 @@ def test_a_paired_engine_that_dies_ends_its_pair_and_its_partner_exits_cleanly(t
     assert len(results["dflash2"]["cycles"]) == 1
 
 
-def test_a_call_cut_short_keeps_every_paired_cycle_it_finished(tmp_path):
-    # Both engines hang at their first call of the second cycle, as if the
-    # device's budget ended there; the run itself is then killed.
+def test_a_run_cut_short_keeps_every_paired_cycle_it_finished(tmp_path):
+    # Both engines hang at their first request of the second cycle, as if the
+    # time limit ended there; the run itself is then killed.
     where = _fake_engines(tmp_path)
     out = tmp_path / "out"
     env = dict(os.environ, FAKE_HANG_AFTER=str((plan.WARMUPS + 1) * CALLS_PER_CYCLE
@@ -1194,8 +1261,8 @@ def test_an_engine_that_dies_is_noticed_while_a_process_it_started_holds_its_pip
         "    os._exit(0)\n"
         f"pathlib.Path({str(tree)!r}, 'child').write_text(str(child))\n"
         "raise RuntimeError('dies before it is ready')\n"))
-    budget = where.index("--budget")
-    where[budget + 1] = "3600"
+    limit = where.index("--time-limit")
+    where[limit + 1] = "3600"
     script = Path(speed.__file__)
     try:
         finished = subprocess.run(

@@ -77,6 +77,22 @@ def test_top_level_help_lists_every_command() -> None:
     assert commands == ["apply", "check", "revert", "verify"]
 
 
+
+def _releases_named(text: str) -> set[str]:
+    return set(re.findall(r"\b0\.\d+\.\d+\b", text))
+
+
+def test_top_level_help_and_the_package_description_name_every_supported_release() -> None:
+    import tomllib
+
+    from tests.runtime.env import VLLM_VERSIONS
+
+    help_text = " ".join(run("--help").stdout.split())
+    assert _releases_named(help_text) == set(VLLM_VERSIONS), help_text
+    project = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml")
+                            .read_text())["project"]
+    assert _releases_named(project["description"]) == set(VLLM_VERSIONS), project["description"]
+
 DIRECT_URLS = {
     "editable directory": ('{"url": "file:///src/vllm", "dir_info": {"editable": true}}', True),
     "plain directory": ('{"url": "file:///src/vllm", "dir_info": {}}', False),

@@ -28,7 +28,7 @@ from dflash2_backport.transaction.lock import (
 from dflash2_backport.utils import interrupts
 from dflash2_backport.utils.errors import BackportError, Interrupted
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+SAFETY = Path(__file__).resolve().parent.parent / "docs" / "safety.md"
 
 
 @pytest.fixture
@@ -90,7 +90,7 @@ def test_a_lock_file_removed_by_its_holder_before_a_waiter_looks_at_it_is_no_pla
 
 
 def test_the_default_lock_timeout_is_the_documented_one(monkeypatch: pytest.MonkeyPatch) -> None:
-    (documented,) = re.findall(r"waits \(up to (\d+) s", README.read_text())
+    (documented,) = re.findall(r"waits \(up to (\d+) s", SAFETY.read_text())
     monkeypatch.delenv("DFLASH2_BACKPORT_LOCK_TIMEOUT", raising=False)
     assert timeout_from_environment() == float(documented) == 300
 

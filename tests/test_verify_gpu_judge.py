@@ -1,6 +1,6 @@
 """How `verify --gpu` judges what its two engines saw (gpu_probes.judge).
 
-The engines themselves need a GPU (the H200 runs are in the README); here
+The engines themselves need a GPU (what they print is in docs/gpu.md); here
 each case is an engine record of the shape gpu_probes.run_engine writes,
 altered in one way, and the verdict it must give: which checks fail and
 what their line says.

@@ -16,7 +16,7 @@ per draft token), written into the drafter's input buffers, which hold
 `max_num_batched_tokens` rows (0.27.1's `DraftModelSpeculator` sizes
 `InputBuffers`, the query slot mappings and the hidden states so; the V1
 `DFlashProposer` its `input_ids`). 0.27.1 reserves `(K - 1) * max_num_seqs`
-tokens of the budget for parallel drafting, one request's worth short of
+tokens of `max_num_batched_tokens` for parallel drafting, one request's worth short of
 the query pass: with `max_num_batched_tokens` between
 `(K - 1) * max_num_seqs` and `(K + 1) * max_num_seqs`, a step that schedules
 many requests with a token or two each (short prompts arriving together,

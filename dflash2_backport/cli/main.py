@@ -24,7 +24,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     # Plain help: Rich markup would eat "[default: ...]" and label flags <bool>.
     rich_markup_mode=None,
-    help="Backport DFlash2 speculative decoding to vLLM 0.27.1 (and 0.27.0).",
+    help="Backport DFlash2 speculative decoding to vLLM 0.27.1, 0.27.0 and 0.26.0.",
 )
 
 
@@ -554,7 +554,7 @@ def _options(
         ),
     ] = None,
 ) -> None:
-    """Backport DFlash2 speculative decoding to vLLM 0.27.1 (and 0.27.0)."""
+    """Backport DFlash2 speculative decoding to vLLM 0.27.1, 0.27.0 and 0.26.0."""
 
 
 PROG = "dflash2-backport"

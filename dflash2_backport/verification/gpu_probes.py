@@ -285,7 +285,7 @@ def run_engines(specs: dict, scratch: Path, bootstrap: str, together: bool,
                 deadline: float) -> dict:
     """Each spec in an engine process of this interpreter; their results."""
     results, running = {}, {}
-    budget = deadline - time.monotonic()
+    allowed = deadline - time.monotonic()
 
     def launch(name: str) -> None:
         spec_file = scratch / f"engine-{name}.json"
@@ -317,7 +317,7 @@ def run_engines(specs: dict, scratch: Path, bootstrap: str, together: bool,
             # Not a failure of the engine's own: say so, and what it was doing.
             result["errors"].setdefault("process", (
                 f"still running when the time for the engines ran out "
-                f"({round(budget)} s), so it was stopped; run `verify --gpu` again "
+                f"({round(allowed)} s), so it was stopped; run `verify --gpu` again "
                 f"(a first start may build kernels for minutes). Its log ends: "
                 f"{_log_tail(scratch / f'engine-{name}.log')}"))
         elif process.returncode != 0 and not result.get("done"):
@@ -520,10 +520,10 @@ def main(request_file: str, result_file: str) -> None:
     specs = {"base": {**spec, "draft": None},
              "draft": {**spec, "draft": str(draft), "num_speculative_tokens": steps}}
     # A user's checkpoints may load for longer than the small ones start.
-    budget = min(request["engine_timeout"], SMALL_ENGINE_TIMEOUT) if synthetic else (
+    allowed = min(request["engine_timeout"], SMALL_ENGINE_TIMEOUT) if synthetic else (
         request["engine_timeout"])
     results = run_engines(specs, scratch, request["bootstrap"], together,
-                          deadline=time.monotonic() + budget)
+                          deadline=time.monotonic() + allowed)
     finish({
         "vllm": {"version": getattr(vllm, "__version__", None),
                  "package": os.path.dirname(os.path.abspath(vllm.__file__))},

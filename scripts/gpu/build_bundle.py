@@ -3,10 +3,12 @@ the newest upstream release beside them run on a CUDA machine whose Python
 has torch and triton but no vLLM and no network.
 
     .venv/bin/python scripts/gpu/build_bundle.py [--out .cache/gpu-bundle] [--new-version 0.34.0]
+        [--transfer-mib 64]
 
 Everything is made at run time from the vLLM wheels (downloaded once by
 tests/wheels.py) and from PyPI, into a git-ignored folder; nothing of it is
-ever committed. Parts, each small enough to travel on its own:
+ever committed. Parts, each small enough to travel on its own beside the
+checkout in one transfer of at most --transfer-mib MiB (default 64):
 
     OUT/so/vllm_C.so.xz      vllm/_C_stable_libtorch.abi3.so of 0.27.1 and
                              0.28.0, in one xz stream whose dictionary spans
@@ -72,7 +74,8 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 SO_NAME = "vllm/_C_stable_libtorch.abi3.so"
-TRANSFER_LIMIT = 64 * 1024 * 1024  # what one call carries: the checkout and one part
+# The default size of one transfer to the GPU host: the checkout and one part.
+TRANSFER_MIB = 64
 
 # Name==version for each wheel; a bare name takes the newest cp312 wheel.
 WHEELS = [
@@ -276,9 +279,10 @@ def compress_so(versions: tuple[str, ...], target: Path) -> list[dict[str, objec
     return sizes
 
 
-def build_new(out: Path, version: str) -> Path:
+def build_new(out: Path, version: str, limit: int) -> Path:
     """The newest release's part: its tree, its .so and its extra wheels; the
-    .so moves to a part of its own when the three do not fit in one."""
+    .so moves to a part of its own when the three do not fit in one of
+    `limit` bytes."""
     for part in ("new", "new-so", *(path.name for path in out.glob("dsl-*"))):
         if (out / part).exists():
             shutil.rmtree(out / part)
@@ -287,13 +291,13 @@ def build_new(out: Path, version: str) -> Path:
     (new / "version.txt").write_text(version + "\n")
     download_wheels(new / "wheels", NEW_WHEELS[version])
     compress_so((version,), new / "vllm_C.so.xz")
-    if _size(new) > part_limit():
+    if _size(new) > limit:
         (out / "new-so").mkdir()
         for name in ("vllm_C.so.xz", "sizes.json"):
             (new / name).rename(out / "new-so" / name)
     if version in NEW_DSL:
         split_stream(dsl_stream(out, NEW_DSL[version]), out,
-                     part_limit() - _size(new) - (1 << 16), part_limit())
+                     limit - _size(new) - (1 << 16), limit)
     return new
 
 
@@ -367,14 +371,15 @@ def download_wheels(directory: Path, specs: list[str]) -> Path:
     return directory
 
 
-def part_limit() -> int:
-    """What one part may weigh: a transfer, less the checkout it travels with
-    (git's tracked and untracked, not ignored, files) and 1 MiB to spare."""
+def part_limit(transfer: int = TRANSFER_MIB << 20) -> int:
+    """What one part may weigh: a transfer of `transfer` bytes, less the
+    checkout it travels with (git's tracked and untracked, not ignored,
+    files) and 1 MiB to spare."""
     listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
                             cwd=REPO, check=True, capture_output=True).stdout
     checkout = sum((REPO / name).stat().st_size
                    for name in listed.decode().split("\0") if name and (REPO / name).is_file())
-    return TRANSFER_LIMIT - checkout - (1 << 20)
+    return transfer - checkout - (1 << 20)
 
 
 def _size(path: Path) -> int:
@@ -389,6 +394,9 @@ def main() -> int:
     parser.add_argument("--new-version", default=NEW_VERSION,
                         choices=[*NEW_WHEELS, ""],
                         help="the newest upstream release, for the new/ part ('' for none)")
+    parser.add_argument("--transfer-mib", type=float, default=TRANSFER_MIB,
+                        help="the most one transfer to the GPU host carries, the "
+                             "checkout included (default: %(default)s)")
     args = parser.parse_args()
     out = args.out.resolve()
     if (out / "main").exists():
@@ -402,11 +410,11 @@ def main() -> int:
     print("wheels:", download_wheels(out / "main" / "wheels", WHEELS))
     print("tests:", build_tests(out))
     parts = ["so", "main"]
+    limit = part_limit(int(args.transfer_mib * 2**20))
     if args.new_version:
-        print("new:", build_new(out, args.new_version))
+        print("new:", build_new(out, args.new_version, limit))
         parts += [part for part in ("new-so", "new") if (out / part).exists()]
         parts += sorted(path.name for path in out.glob("dsl-*"))
-    limit = part_limit()
     print(f"limit of a part: {limit / 2**20:.1f} MiB")
     for part in parts:
         for path in sorted((out / part).iterdir()):

@@ -1,11 +1,12 @@
 """Build the parts that install vLLM 0.27.1 and 0.28.0 (or the releases
---versions names) for real on the lent GPU machine: pip, from their wheels,
+--versions names) for real on a GPU host without network: pip, from their wheels,
 over the CUDA build of the torch each pins (2.13.0; 0.26.0's 2.11.0 is the
 image's own), each with its own dependencies, and this tool from its wheel
 beside them.
 
     .venv/bin/python scripts/gpu/build_real_install.py [--out .cache/real-install]
-        [--python312 PATH] [--margin-mib 2] [--refresh] [--versions 0.27.1,0.28.0]
+        [--python312 PATH] [--transfer-mib 64] [--margin-mib 2] [--refresh]
+        [--versions 0.27.1,0.28.0]
 
 What it does, all under OUT (git-ignored; nothing of it is ever committed):
 
@@ -25,8 +26,8 @@ What it does, all under OUT (git-ignored; nothing of it is ever committed):
    clone of this checkout's HEAD (`pip wheel --no-deps`), and the cp312
    wheels of what it needs, pip included (a venv made without ensurepip gets
    its pip from there).
-4. The wheels to carry, in regions (the machine's image, read on a lent
-   machine, already has many of these packages; a venv there sees them
+4. The wheels to carry, in regions (the GPU host's image, IMAGE below,
+   already has many of these packages; a venv there sees them
    through a .pth file, as --system-site-packages would, see
    real_install_setup.sh):
 
@@ -45,8 +46,8 @@ What it does, all under OUT (git-ignored; nothing of it is ever committed):
              2.13 pins (cuFFT, cuSOLVER, cuSPARSE, NVRTC, ...): needed only if
              the image turns out not to have them
 
-   each laid end to end and cut into parts of at most one call's transfer
-   (64 MiB less the checkout's files and --margin-mib), OUT/parts/pNN/,
+   each laid end to end and cut into parts of at most one transfer
+   (--transfer-mib, less the checkout's files and --margin-mib), OUT/parts/pNN/,
    by real_install_parts.py. The manifest in each part says which wheels each
    install needs and, for `machine` and `assumed` wheels, what it asks of the
    package, so that the device says which parts it still waits for.
@@ -73,11 +74,12 @@ TORCH = "torch===2.13.0"
 # A release pinning the image's own torch asks for it with `==`, which the
 # image's 2.11.0+cu130 satisfies (`===` would want a wheel of 2.11.0 itself).
 TORCH_OF = {"0.26.0": "torch==2.11.0"}
-TRANSFER_LIMIT = 64 * 1024 * 1024
+# The default size of one transfer to the GPU host: the checkout and one part.
+TRANSFER_MIB = 64
 PLATFORMS = [f"manylinux_2_{n}_x86_64" for n in range(17, 40)] + [
     "manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64"]
-# The lent machine's image (`nvidia-h200`, 'cuda'), as its package list was
-# read there: its python3 holds these, at versions not known here.
+# The GPU host's image (a CUDA image with torch 2.11.0+cu130), as its package
+# list was read there: its python3 has these, at versions not known here.
 IMAGE = set("""absl-py accelerate aiofiles aiohappyeyeballs aiohttp aiosignal annotated-doc
 anyio attrs botorch build certifi charset-normalizer chex click cloudpickle cmake colorama
 contourpy coverage cuda-bindings cuda-core cuda-pathfinder cuda-toolkit cupy-cuda13x cycler
@@ -327,7 +329,7 @@ def plan(out: Path, python: Path, refresh: bool,
 
 
 def checkout_bytes() -> int:
-    """What the checkout adds to every call: git's tracked and untracked,
+    """What the checkout adds to every transfer: git's tracked and untracked,
     not ignored, files."""
     listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others",
                              "--exclude-standard"], cwd=REPO, check=True,
@@ -340,8 +342,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=REPO / ".cache" / "real-install")
     parser.add_argument("--python312", help="a CPython 3.12 to resolve with")
+    parser.add_argument("--transfer-mib", type=float, default=TRANSFER_MIB,
+                        help="the most one transfer to the GPU host carries, the "
+                             "checkout included (default: %(default)s)")
     parser.add_argument("--margin-mib", type=float, default=2.0,
-                        help="room left in each call beside the checkout and the part")
+                        help="room left in each transfer beside the checkout and the part")
     parser.add_argument("--refresh", action="store_true",
                         help="resolve the closures again instead of reusing OUT/closure-*.json")
     parser.add_argument("--versions", default=",".join(VERSIONS),
@@ -353,7 +358,7 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     python = tools_venv(out, find_python312(args.python312))
     wheels, installs = plan(out, python, args.refresh, versions)
-    limit = TRANSFER_LIMIT - checkout_bytes() - int(args.margin_mib * 2**20)
+    limit = int(args.transfer_mib * 2**20) - checkout_bytes() - int(args.margin_mib * 2**20)
     regions = [*versions, "machine", "assumed"]
     wheels = parts.rebalance(wheels, regions,
                              {w["path"]: Path(w["path"]).stat().st_size for w in wheels}, limit)

@@ -158,8 +158,8 @@ CHECK_CONFIGS = [
 # What --tp N adds, each as tpN_<name>.
 TP_CONFIGS = ["base_eager", "dflash2_eager", "base_graph", "dflash2_graph",
               "up_base_eager", "up_dflash2_eager", "up_dflash2_graph"]
-# One device call: the plain eager and graph engines on all four trees, and the
-# variants with their base runs (`--configs closure`); or two, a part each.
+# One run of the driver: the plain eager and graph engines on all four trees, and
+# the variants with their base runs (`--configs closure`); or two, a part each.
 CLOSURE_PLAIN = [
     f"{prefix}{kind}_{mode}" for prefix in TREES.values()
     for kind in ("base", "dflash2") for mode in ("eager", "graph")
@@ -1539,7 +1539,7 @@ def main() -> int:
                      help="seconds each throughput engine may take")
     run.add_argument("--throughput-configs", default=",".join(THROUGHPUT_CONFIGS),
                      help="the throughput engines, run in this order (a subset "
-                          "splits the phase over calls; --reuse joins them)")
+                          "splits the phase over several runs; --reuse joins them)")
     run.add_argument("--port", type=int, default=8431)
     run.add_argument("--tree-0271", default="/tmp/vt")
     run.add_argument("--tree-0280", default="/tmp/vt28")

@@ -21,8 +21,8 @@
 # runs with VLLM_LOGGING_LEVEL=INFO for that, unless it is set). Its HOME is
 # an empty directory (STORE/verify-home-VENV), and what it holds afterwards
 # is listed there too: verify must leave nothing. RI_VERIFY_GPU=0 (in the
-# environment of the call that starts the install) stops after READY: a hold
-# that has shown verify --gpu already spends its four minutes elsewhere.
+# environment that starts the install) stops after READY: where verify --gpu
+# has passed already, its four minutes go to the engines instead.
 set -u
 store=${RI_STORE:-/tmp/ri}
 py=${PY:-$store/venv-0.27.1/bin/python}

@@ -4,7 +4,7 @@
 # 0.28.0, with the attention backend and the sampler left to vLLM (SAMPLER=
 # pytorch keeps the PyTorch sampler, as the bundle's runs have it), started
 # as soon as its venv is ready (real_install_venv.sh touches
-# STORE/venv-V.ready), so that a call may begin while the installs and
+# STORE/venv-V.ready), so that it may begin while the installs and
 # verify --gpu still run.
 #
 #     CONFIGS=a,b,... [PHASES=check,serve] [REUSE=1] [STACK_DUMP_S=40] \
@@ -29,7 +29,7 @@ closure=$store/venv-$release
 run=${RUN:-$store/drv}
 [ "$release" = 0.27.1 ] || run=${RUN:-$store/drv-$release}
 results=${RESULTS:-$store/results}
-budget=${1:?the seconds the engines may take}
+time_limit=${1:?the seconds the engines may take}
 stamp=$(date +%H%M%S)
 mkdir -p "$results" "$run"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
@@ -49,7 +49,7 @@ python3 "$here/driver.py" run --out "$run" --phases "${PHASES:-check}" \
     --tree-0271 "$store/no-tree" --tree-0280 "$store/no-tree" \
     --tree-0271pr "$store/no-tree" --tree-new "$store/no-tree" --site "$store/no-tree" \
     --ready "closure=$closure.ready" --ready "up=$store/venv-0.28.0.ready" \
-    --timeout "$budget" ${REUSE:+--reuse} > "$results/driver-$stamp.txt" 2>&1
+    --timeout "$time_limit" ${REUSE:+--reuse} > "$results/driver-$stamp.txt" 2>&1
 code=$?
 kill $sampler 2>/dev/null
 wait $sampler 2>/dev/null

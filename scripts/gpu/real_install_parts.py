@@ -1,4 +1,4 @@
-"""Wheels cut into parts that travel one per call, and put back together
+"""Wheels cut into parts that travel one per transfer, and put back together
 where they arrive, in whatever order the parts come.
 
 Here, build_real_install.py lays the wheels it carries end to end, one
@@ -7,7 +7,7 @@ stream per region, and cuts each stream into parts of at most LIMIT bytes:
     PARTS/p01/p01.bin          the part's bytes
     PARTS/p01/manifest.json    the whole bundle's manifest, the same in every part
 
-On the device, every call runs
+On the GPU host, after every transfer, run
 
     python3 scripts/gpu/real_install_parts.py collect --store STORE PARTS/*/
 
@@ -41,7 +41,7 @@ from pathlib import Path
 
 MANIFEST = "manifest.json"
 # Kinds of wheel: "carried" wheels are always needed; "machine" wheels are of
-# packages the lent machine's image has (needed unless its version satisfies
+# packages the GPU host's image has (needed unless its version satisfies
 # every requirement on it); "assumed" wheels are of packages the image has at
 # the very version the install pins (needed only if it does not after all).
 ALWAYS = {"carried"}
@@ -73,7 +73,7 @@ def piece_sizes(total: int, limit: int) -> list[int]:
 
 def rebalance(wheels: list[dict], regions: list[str], sizes: dict[str, int],
               limit: int) -> list[dict]:
-    """Save a call: where a region's stream would end in a last part of a
+    """Save a transfer: where a region's stream would end in a last part of a
     few bytes, move its smallest wheels to the end of the region before it,
     when they fit in the room that region's last part has left. `sizes` maps
     each wheel's path to its size. Returns the wheels, in region order (a

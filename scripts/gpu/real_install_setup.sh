@@ -1,13 +1,12 @@
 #!/usr/bin/env bash
-# On the lent GPU machine, at the start of every call of a real install
-# (README, "A real install"): take in the parts build_real_install.py cut
-# that this call carried (.cache/real-install/parts/pNN), in whatever order
+# On the GPU host, after each transfer of a real install (README, "A real
+# install"): take in the parts build_real_install.py cut that this transfer
+# brought (.cache/real-install/parts/pNN), in whatever order
 # they come, and start each install as soon as every wheel it needs is here.
 #
 #     bash scripts/gpu/real_install_setup.sh
 #
-# STORE (RI_STORE, default /tmp/ri) keeps everything between calls while the
-# machine is held:
+# STORE (RI_STORE, default /tmp/ri) keeps everything from one run to the next:
 #   STORE/parts, STORE/wheels   the parts not yet spent, the wheels written out
 #   STORE/tool                  a venv with this tool installed from its wheel
 #   STORE/venv-0.27.1           a venv with torch 2.13.0 and vLLM 0.27.1, by pip
@@ -15,12 +14,12 @@
 #                               the build names: build_real_install.py --versions)
 #   STORE/results               what each step printed (RESULTS of the runs)
 #   STORE/logs                  the background jobs' logs
-# The tool's venv is made in the call that brings its wheels (seconds); each
+# The tool's venv is made in the run that brings its wheels (seconds); each
 # vLLM venv is made by real_install_venv.sh in the background (setsid: it
-# runs on after the call returns, while the machine is held), which for a
+# runs on after this script returns), which for a
 # release the tool patches then runs real_install.sh, the tool as a user
 # runs it.
-# Every call prints where each install stands and which parts it waits for.
+# Every run prints where each install stands and which parts it waits for.
 # RI_WAIT=SECONDS waits that long at most for the background jobs to end
 # (with RI_WAIT_FOR=ready, only until each venv is ready for engines,
 # STORE/venv-VERSION.ready: installed and, where the tool patches it,
@@ -56,7 +55,7 @@ fi
 python3 "$here/real_install_parts.py" collect --store "$store" "$parts"/p*/ > "$store/logs/collect.log" 2>&1
 collected=$?
 grep -v "^wheel out:" "$store/logs/collect.log"
-echo "wheels written out in this call: $(grep -c "^wheel out:" "$store/logs/collect.log")"
+echo "wheels written out in this run: $(grep -c "^wheel out:" "$store/logs/collect.log")"
 [ $collected -eq 0 ] || echo "collect FAILED (exit $collected)"
 
 ready() { python3 "$here/real_install_parts.py" ready --store "$store" --install "$1"; }

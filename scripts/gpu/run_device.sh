@@ -4,8 +4,8 @@
 # `driver.py run` (e.g. --phases check --configs base_eager,dflash2_eager).
 # RESULTS (default /tmp/gpu-results) receives driver.log, summary.json and
 # engines.tar.gz (each engine's log and result, the server's log);
-# RUN_DIR (default /tmp/gpu-run) keeps the run itself, so that a later call
-# on the same machine can add phases with --reuse.
+# RUN_DIR (default /tmp/gpu-run) keeps the run itself, so that a later run
+# on the same host can add phases with --reuse.
 source scripts/gpu/setup_device.sh || exit 1
 if [ ! -f /tmp/vt/vllm/_C_stable_libtorch.abi3.so ] || [ ! -f /tmp/vt/.tree-complete ]; then
     echo "bundle incomplete on this machine: carry .cache/gpu-bundle/so, then .cache/gpu-bundle/main"

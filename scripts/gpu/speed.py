@@ -4,12 +4,13 @@ the newest upstream release, when its tree is there), on a GPU-bound target
 
     python3 scripts/gpu/speed.py models --run DIR
     python3 scripts/gpu/speed.py run --run DIR --round N [--engines a,b,...]
-                                     [--budget S] [--copy-to OUT] [--profile | --paired]
+                                     [--time-limit S] [--copy-to OUT] [--profile | --paired]
                                      [--cells low_c1,...] [--main-cpu C]
                                      [--attention-backend NAME|auto]
                                      [--tree-new TREE] [--python-0271 PY] [--python-0280 PY]
                                      [--pending]
     python3 scripts/gpu/speed.py report --run DIR [--copy-to OUT]
+    python3 scripts/gpu/speed.py summary --run DIR [--check]
     python3 scripts/gpu/speed.py plan [--tree-new TREE]
 
 `models` writes the checkpoints (speed_models.py) once per
@@ -22,12 +23,16 @@ round). `--python-0271` and the like run a version's engines in a venv's
 interpreter, vLLM installed by pip, instead of its tree on PYTHONPATH.
 Each engine warms up, then repeats every
 cell (regime high or low x load c1 or b32), or those `--cells` names, until its
-repetitions are done or the call's budget runs short, saving after every
+repetitions are done or the time limit (`--time-limit`) is near, saving after every
 repetition. With
 `--paired`, a kind's two engines share the GPU and take turns cell by cell,
 so that the machine's slow spells fall on both (0.27.1 and one upstream
 version at a time). `report` reads every round's files and prints the
-tables and verdicts: 0.27.1's speedup over each upstream version's.
+tables and verdicts: 0.27.1's speedup over each upstream version's, and
+writes them with summary.md, the run's facts (date, GPU, torch, vLLM
+versions, attention backend, configuration) and each cell's verdict, all
+read from the result files. `summary` writes summary.md alone; with
+`--check`, it exits 1 where the summary there is not what the files make.
 
 This file starts and drives the engines; what they run is in speed_plan.py,
 an engine's own process in speed_engine.py, the report in speed_report.py.
@@ -71,6 +76,7 @@ from speed_report import (  # noqa: E402
     engine_timings,
     load_results,
     report,
+    summary,
     timing_line,
 )
 
@@ -217,7 +223,7 @@ def run_round(args) -> int:
               f"to run: {','.join(names) or 'none'}", flush=True)
     (run / "results").mkdir(parents=True, exist_ok=True)
     (run / "logs").mkdir(parents=True, exist_ok=True)
-    deadline = time.time() + args.budget
+    deadline = time.time() + args.time_limit
     if args.paired:
         failed = sum(run_pair(args, pair, deadline) for pair in pairs)
         return 1 if failed else 0
@@ -225,7 +231,7 @@ def run_round(args) -> int:
     for name in names:
         left = deadline - time.time()
         if left < args.min_engine_s:
-            print(f"[round {args.round} {name}] skipped: {left:.0f} s of the budget left",
+            print(f"[round {args.round} {name}] skipped: {left:.0f} s of the time limit left",
                   flush=True)
             failed += 1
             continue
@@ -396,7 +402,7 @@ def run_pair(args, pair: list[str], deadline: float) -> int:
     it finds free, so neither start is disturbed by the other's."""
     left = deadline - time.time()
     if left < args.min_engine_s:
-        print(f"[round {args.round} {','.join(pair)}] skipped: {left:.0f} s of the budget left",
+        print(f"[round {args.round} {','.join(pair)}] skipped: {left:.0f} s of the time limit left",
               flush=True)
         return len(pair)
     engines = [Engine(args, name, deadline, paired=True,
@@ -420,8 +426,8 @@ def run_pair(args, pair: list[str], deadline: float) -> int:
                            engines if (cycles + i) % 2 == 0 else engines[::-1], POSITIONS)):
                 break
             cycles, longest = cycles + 1, max(longest, time.time() - t)
-            # Each cycle's figures leave the machine at once: a call that
-            # the device's budget ends keeps every cycle but the one it cut.
+            # Each cycle's figures are copied out at once: a run killed at
+            # its time limit keeps every cycle but the one it cut.
             copy_run(args.run, args.copy_to)
         if args.host_profile:
             # Each alone in turn; the other waits idle.
@@ -443,8 +449,9 @@ def main(argv=None) -> int:
     run.add_argument("--engines", default="",
                      help=f"comma-separated, run in this order (default: round_order); "
                           f"among {sorted(ENGINES)}")
-    run.add_argument("--budget", type=float, default=540.0,
-                     help="seconds this call may spend on engines; each stops "
+    run.add_argument("--time-limit", type=float, default=540.0,
+                     help="seconds this command may spend on engines, as you "
+                          "choose; each stops "
                           "repeating in time to save, and one that would start "
                           "with less than --min-engine-s left is skipped")
     run.add_argument("--min-engine-s", type=float, default=MIN_ENGINE_S)
@@ -475,8 +482,8 @@ def main(argv=None) -> int:
                           "run torch's CPU work on as many threads")
     run.add_argument("--pending", action="store_true",
                      help="run only the round's engines (its order, or --engines) "
-                          "without a result that exited 0: a round spread over calls "
-                          "runs the same command in each")
+                          "without a result that exited 0: a round run in several "
+                          "goes on where the last one stopped")
     run.add_argument("--tree-0271", default="/tmp/vt")
     run.add_argument("--tree-0280", default="/tmp/vt28")
     run.add_argument("--tree-new", default="/tmp/vtnew",
@@ -498,6 +505,11 @@ def main(argv=None) -> int:
     rep.add_argument("--order-unbalanced", action="store_true",
                      help="judge each pair of cycles on its own, as reports did before "
                           "pairs were order-balanced (the tables published before)")
+    summ = sub.add_parser("summary", help="summary.md: the run's facts and verdicts")
+    summ.add_argument("--run", type=Path, required=True)
+    summ.add_argument("--check", action="store_true",
+                      help="write nothing; exit 1 where summary.md is not what the "
+                           "result files make")
     plans = sub.add_parser("plan", help="print each engine's arguments and the round order")
     plans.add_argument("--tree-new", default="/tmp/vtnew")
     plans.add_argument("--attention-backend", default=ATTENTION_BACKEND)
@@ -542,6 +554,8 @@ def main(argv=None) -> int:
         if unknown:
             parser.error(f"unknown engines {unknown}; known: {sorted(ENGINES)}")
         return run_round(args)
+    if args.command == "summary":
+        return summary(args)
     return report(args)
 
 

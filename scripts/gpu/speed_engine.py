@@ -76,12 +76,13 @@ def run_engine(args) -> None:
               "attention_backend": args.attention_backend,
               "flashinfer_sampler_env": os.environ.get("VLLM_USE_FLASHINFER_SAMPLER"),
               "flashinfer_workspace": os.environ.get("FLASHINFER_WORKSPACE_BASE"),
+              "date": time.strftime("%Y-%m-%d", time.gmtime(started)),
               "cells": {}, "timings": {}, "errors": {}}
     result_path = Path(args.result)
 
     def save():
         # Whole or not at all: the run copies the results out while engines
-        # run, and a call cut short keeps the last copy.
+        # run, and a run cut short keeps the last copy.
         staged = result_path.with_name(result_path.name + ".partial")
         staged.write_text(json.dumps(result))
         os.replace(staged, result_path)
@@ -153,6 +154,10 @@ def run_engine(args) -> None:
     # its warm-up unless OMP_NUM_THREADS is set; 0.27.1 keeps the default).
     import torch
 
+    # The card and torch build the figures were measured on, for the run's
+    # summary.md: a figure means nothing without them.
+    result["gpu"] = torch.cuda.get_device_name()
+    result["torch"] = torch.__version__
     result["host"] = {"cpus": len(os.sched_getaffinity(0)),
                       "torch_threads": torch.get_num_threads(),
                       "omp_num_threads": os.environ.get("OMP_NUM_THREADS")}
@@ -222,7 +227,7 @@ def run_engine(args) -> None:
         kept = EXIT_MARGIN + (HOST_PROFILE_S if args.host_profile else 0.0)
         for _ in range(args.reps):
             if cycle and time.time() + 1.2 * cycle + kept > args.stop_at:
-                result["errors"]["budget"] = "stopped early: the call's budget ran short"
+                result["errors"]["time_limit"] = "stopped early: the time limit was near"
                 break
             parts = [measure_cell(cell) for cell in cells]
             add_cycle(parts)

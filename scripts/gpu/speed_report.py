@@ -59,8 +59,8 @@ def backend_of(result: dict) -> str:
 
 def copy_run(run: Path, target: Path | None) -> None:
     """Everything a run has so far (results, logs, report), as one archive
-    in `target`: a machine that hands back only a few files hands back
-    this one whole, and a call cut short leaves the last complete one."""
+    in `target`: one file to copy off the host, and a run cut short
+    leaves the last complete one."""
     if target is None:
         return
     import tarfile
@@ -474,12 +474,136 @@ def report(args) -> int:
     if compared:
         text += "\n\n" + "\n".join(compared)
     print(text)
+    made = format_summary(args.run, results)
     for target in (args.run, args.copy_to):
         if target is not None:
             target.mkdir(parents=True, exist_ok=True)
             (target / "report.txt").write_text(text + "\n")
             (target / "report.json").write_text(json.dumps(summary, indent=1))
+            (target / SUMMARY).write_text(made)
     copy_run(args.run, args.copy_to)
     verdicts = [e[key]["verdict"] for e in summary.values() for _, key in UPSTREAMS
                 if key in e]
     return 0 if verdicts and all(v == "PASS" for v in verdicts) else 1
+
+
+# -- summary.md: a run's facts and verdicts, made from its files alone ------
+
+SUMMARY = "summary.md"
+# What a run's engines record of where they ran (speed_engine.py), and
+# where a run made before they did keeps it: the run's own run.json.
+ENVIRONMENT = (("date", "date"), ("gpu", "GPU"), ("torch", "torch"))
+RUN_FACTS = "run.json"
+
+
+def _facts(results: dict, run: Path, key: str) -> str:
+    found = sorted({str(r[key]) for rounds in results.values() for r in rounds.values()
+                    if r.get(key)})
+    if not found and (run / RUN_FACTS).is_file():
+        kept = json.loads((run / RUN_FACTS).read_text()).get(key)
+        found = [str(kept)] if kept else []
+    return ", ".join(found) or "not recorded"
+
+
+def _install(result: dict) -> str:
+    """How an engine's vLLM was installed, from where it was imported."""
+    where = result.get("vllm_file") or ""
+    return "installed by pip" if "site-packages" in where else "a source tree on PYTHONPATH"
+
+
+def _versions_line(results: dict) -> list[str]:
+    lines = []
+    for version, prefix in version_prefixes(results):
+        engines = [r for name in (f"{prefix}base", f"{prefix}dflash2")
+                   for r in results.get(name, {}).values()]
+        if not engines:
+            continue
+        seen = sorted({r.get("vllm_version") or version for r in engines})
+        role = "patched by this tool" if prefix == "" else "upstream"
+        installs = ", ".join(sorted({_install(r) for r in engines}))
+        lines.append(f"- vLLM {', '.join(seen)} ({role}; {installs})")
+    return lines
+
+
+def _configuration(results: dict) -> list[str]:
+    every = [r for rounds in results.values() for r in rounds.values()]
+    rounds = sorted({int(r["round"]) for r in every})
+    paired = all(r.get("paired") for r in every)
+    cores = sorted({c for r in every for c in (r.get("host") or {}).get("main_cpu") or []})
+    sampler = sorted({str(r.get("flashinfer_sampler_env")) for r in every})
+    lines = [f"- rounds: {', '.join(map(str, rounds))}; engines "
+             + ("paired (both versions on the GPU at once, taking turns cell by cell)"
+                if paired else "one at a time"),
+             f"- cells: {', '.join(CELLS)} (regime high or low acceptance, load c1: one "
+             f"request at a time, b32: 32 at once)"]
+    if cores:
+        lines.append(f"- main threads pinned to core {', '.join(map(str, cores))}")
+    if sampler != ["None"]:
+        lines.append(f"- VLLM_USE_FLASHINFER_SAMPLER={', '.join(sampler)}")
+    return lines
+
+
+def _ratio_cell(ratio: dict | None) -> str:
+    if ratio is None:
+        return "-"
+    return f"{_ci(ratio, 3)} (±{100 * ratio['half_width']:.1f}%) {ratio['verdict']}"
+
+
+def format_summary(run: Path, results: dict) -> str:
+    """summary.md for the run in `run`: every fact read from its result
+    files (and, for what a run's engines did not yet record, its run.json);
+    the verdicts are the report's, order-balanced, with the pair-by-pair
+    judgement beside them."""
+    balanced = summarize(results, balanced=True)
+    unbalanced = summarize(results, balanced=False)
+    lines = [f"# Speed run `{run.resolve().name}`", "",
+             "Made by `scripts/gpu/speed.py summary --run` (or `report --run`) from this "
+             "directory's `results/`; do not edit.", ""]
+    lines += [f"- {label}: {_facts(results, run, key)}" for key, label in ENVIRONMENT]
+    lines += _versions_line(results)
+    lines.append(f"- {backend_line(results)}")
+    lines += _configuration(results)
+    lines.append("")
+    for prefix, key in UPSTREAMS:
+        if not any(key in entry for entry in balanced.values()):
+            continue
+        version = VERSIONS["up"] if prefix == "up_" else next(
+            e[key]["version"] for e in balanced.values() if key in e)
+        lines += [f"## 0.27.1's DFlash2 speedup over {version}'s", "",
+                  f"| cell | 0.27.1 speedup | {version} speedup | ratio, order balanced "
+                  f"(the verdict) | ratio, pair by pair |",
+                  "|---|---|---|---|---|"]
+        for cell, entry in balanced.items():
+            if key not in entry:
+                continue
+            ours, theirs = entry["rows"].get(VERSIONS["closure"], {}), entry["rows"].get(
+                version, {})
+            lines.append(
+                f"| {cell} | {_ci(ours.get('speedup'), 3)} | {_ci(theirs.get('speedup'), 3)} "
+                f"| {_ratio_cell(entry[key])} | {_ratio_cell(unbalanced[cell].get(key))} |")
+        verdicts = [entry[key]["verdict"] for entry in balanced.values() if key in entry]
+        passed = sum(v == "PASS" for v in verdicts)
+        lines += ["", f"{passed} of {len(verdicts)} cells pass against {version}.", ""]
+    lines.append(f"A cell passes when the ratio's 95% interval is within "
+                 f"±{100 * speed_stats.MAX_HALF_WIDTH:.0f}% and its lower end above "
+                 f"{speed_stats.FLOOR}; it is inconclusive when wider, or from fewer than "
+                 f"{speed_stats.MIN_ROUNDS} rounds. `speed.py report --run` on this "
+                 f"directory prints the full tables.")
+    return "\n".join(lines) + "\n"
+
+
+def summary(args) -> int:
+    """Write the run's summary.md, or with --check say whether the one there
+    is what its files make (exit 1 where it is not)."""
+    made = format_summary(args.run, load_results(args.run))
+    path = args.run / SUMMARY
+    if getattr(args, "check", False):
+        if not path.is_file() or path.read_text() != made:
+            print(f"{path}: not what {args.run}/results makes; run `speed.py summary "
+                  f"--run {args.run}`")
+            return 1
+        print(f"{path}: up to date")
+        return 0
+    path.write_text(made)
+    print(f"wrote {path}")
+    return 0

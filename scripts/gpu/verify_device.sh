@@ -9,14 +9,14 @@
 # Each run's output goes to $RESULTS/verify-<name>.txt (default
 # /tmp/gpu-results), followed by its exit status and wall time. The first
 # run is alone on the machine, so that its wall time is the one a user sees;
-# the next three run side by side, to spend less of a lent machine's time
-# (their wall times include that contention); the last, on a user's
+# the next three run side by side, to take less time in all (their wall
+# times include that contention); the last, on a user's
 # checkpoints, is alone again, since it leaves vLLM's memory settings as
 # they are. After each of those three steps, every file left in /tmp, /root,
 # /var/tmp or /dev/shm is listed (bytecode caches aside).
 # ATTENTION_BACKEND (default TRITON_ATTN: FlashAttention's extension does not
-# load under this machine's torch) goes to --attention-backend. On an H200
-# step 1 took 2 minutes; step 2 ran past the 80 s left of that call.
+# load under the bundle's torch) goes to --attention-backend. Step 1 takes
+# about 2 minutes on an H200.
 source scripts/gpu/setup_device.sh || exit 1
 # verify --gpu sets it for its engines; the user's default is unset.
 unset VLLM_ENABLE_V1_MULTIPROCESSING
@@ -68,7 +68,7 @@ run_gpu_own_checkpoints_0.27.1() {
         --target /tmp/user-checkpoints/tiny/target --draft /tmp/user-checkpoints/tiny/dflash2
 }
 
-# VERIFY_STEPS picks steps (default all three), to split them over calls.
+# VERIFY_STEPS picks steps (default all three), to run them one at a time.
 for number in ${VERIFY_STEPS:-1 2 3}; do
     case $number in
         1) step gpu_patched_0.27.1 ;;

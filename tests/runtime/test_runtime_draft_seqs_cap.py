@@ -3,7 +3,7 @@ most max_num_batched_tokens // (K + 1) requests run at once.
 
 The engine is sized as a GPU server may be (K = 8, max_num_seqs = 1024,
 max_num_batched_tokens = 8192) and given 1000 one-token prompts at once.
-0.27.1 reserves (K - 1) * max_num_seqs = 7168 tokens of the budget for
+0.27.1 reserves (K - 1) * max_num_seqs = 7168 of those tokens for
 parallel drafting, which leaves 1024 scheduled tokens: its own scheduler
 takes all 1000 requests in one step, and the DFlash draft pass then needs
 1000 * 9 = 9000 query rows in input buffers of 8192. Run through 0.27.1's

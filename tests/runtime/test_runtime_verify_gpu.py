@@ -3,7 +3,7 @@
 Without a GPU, on torch's CPU build and on its CUDA build alike, it says so
 in one line and exits 2, leaving nothing behind. With one (DFLASH2_GPU_PYTHON
 names an interpreter that has vLLM, CUDA torch and a GPU), it runs the real
-engine and every check passes; the runs on an H200 are in the README.
+engine and every check passes; what it prints on a GPU is in docs/gpu.md.
 """
 
 from __future__ import annotations
