@@ -440,14 +440,21 @@ def test_ctrl_c_while_planning_writes_nothing_and_says_so(trees: dict) -> None:
     assert leftovers(site) == []
 
 
+#: From the tool's first module on: the package's helpers that install the
+#: command's own handlers, then typer, then the command line itself.
+LOADING = ["dflash2_backport.utils", "dflash2_backport.utils.interrupts", "typer",
+           "dflash2_backport.cli.main"]
+
+
 @pytest.mark.parametrize("name", ["SIGINT", "SIGTERM"])
-@pytest.mark.parametrize("module", ["typer", "dflash2_backport.cli.main"])
+@pytest.mark.parametrize("module", LOADING)
 @pytest.mark.parametrize("command", ["check", "apply", "revert"])
 def test_a_signal_while_the_command_line_loads_stops_with_one_line_and_writes_nothing(
     trees: dict, command: str, module: str, name: str
 ) -> None:
     """The first tenth of a second goes to importing typer and the tool:
-    Ctrl-C there is a clean stop, as it is later, not a traceback."""
+    Ctrl-C there is a clean stop, as it is later, not a traceback, down to
+    the first module the tool imports."""
     site = trees["site"]
     for as_json in (False, True):
         args = [command, "--site-packages", str(site), *(["--json"] if as_json else [])]
@@ -834,6 +841,40 @@ def test_a_kill_after_the_first_rename_leaves_a_record_of_a_commit_under_way(tre
     assert snapshot(site) == trees["applied"]
 
 
+# (the command killed, the call it is killed at, the phase its record is
+# left in, what the next run of the same command says of it): a commit that
+# had renamed nothing is dropped and planned afresh; one under way is
+# finished from a plan of its own, never dropped half-way.
+KILLED_COMMITS = [
+    ("apply", dict(at=2, match=".dflash2-backport-new", ops="create"), "staging",
+     "an interrupted apply had not replaced any file yet; it was dropped"),
+    ("apply", dict(at=1, match=REGISTRY), "committing", "finished an interrupted apply: "),
+    ("revert", dict(at=2, match=".dflash2-backport-new", ops="create"), "staging",
+     "an interrupted revert had not replaced any file yet; it was dropped"),
+    ("revert", dict(at=1, match=REGISTRY), "committing", "finished an interrupted revert: "),
+]
+
+
+@pytest.mark.parametrize("command, kill, phase, said", KILLED_COMMITS,
+                         ids=[f"{c[0]} {c[2]}" for c in KILLED_COMMITS])
+def test_a_killed_commit_is_dropped_before_its_first_rename_and_finished_after_it(
+    trees: dict, command: str, kill: dict, phase: str, said: str
+) -> None:
+    site = trees["site"]
+    start, goal = ("pristine", "applied") if command == "apply" else ("applied", "pristine")
+    _restore(site, trees[start])
+    killed = run_tool([command, "--site-packages", str(site)], timeout=60,
+                      hook=trees["hook"], root=site, act=KILL, **kill)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert json.loads((site / RECORD).read_bytes())["phase"] == phase
+    again = run_tool([command, "--site-packages", str(site)], timeout=60)
+    assert again.returncode == 0, again.stderr
+    notes = [line for line in again.stdout.splitlines() if "an interrupted" in line]
+    assert len(notes) == 1 and said in notes[0], again.stdout
+    assert snapshot(site) == trees[goal]
+    assert leftovers(site) == []
+
+
 def test_recovery_refuses_a_file_edited_between_the_kill_and_the_next_run(trees: dict) -> None:
     site = trees["site"]
     _kill_as_it_replaces(trees, REGISTRY)
@@ -1160,3 +1201,33 @@ def test_a_run_whose_record_another_run_replaced_undoes_nothing(trees: dict) -> 
                 and (site / p).exists() and (site / p).read_bytes() == trees["applied"][p]]
     # The eighth replace: the record's two, then this run's sixth file.
     assert len(in_place) == 5, in_place
+
+
+
+def test_a_run_whose_record_another_run_replaced_while_it_staged_leaves_that_record_alone(
+    trees: dict,
+) -> None:
+    """Taken over before its first rename: the run drops what it staged,
+    but the record on disk and the directories it would remove are the
+    other run's now, to finish or drop."""
+    site = trees["site"]
+    record = site / RECORD
+    take_over = "; ".join([
+        "import json",
+        f"document = json.load(open({str(record)!r}))",
+        "document.update(pid=1, nonce='f' * 16)",
+        f"open({str(record)!r}, 'w').write(json.dumps(document))",
+    ])
+    # The third staged file: the record's own copy and the first file's are done.
+    result = run_tool(["apply", "--site-packages", str(site)], hook=trees["hook"], root=site,
+                      at=3, match=".dflash2-backport-new", ops="create", act=take_over)
+    assert result.returncode == 2, result.stdout + result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert f"{record}: no longer the record this run wrote" in line, line
+    assert "after 0 of this run's files were in place, so nothing was undone" in line
+    document = json.loads(record.read_bytes())
+    assert (document["nonce"], document["phase"]) == ("f" * 16, "staging")
+    for directory in document["directories"]:
+        assert (site / directory).is_dir(), directory
+    # What this run staged is gone; the record is the other run's.
+    assert leftovers(site) == [RECORD]

@@ -247,6 +247,37 @@ def test_a_module_that_says_keep_is_left_as_it_is_by_every_command(
     assert not (site / SPECULATOR).exists()
 
 
+# (the keep line's line number, the file's line ending, whether it is
+# honoured): the messages tell users to put it among the first five lines.
+KEEP_LINE_PLACES = [
+    (1, b"\n", True),
+    (5, b"\n", True),
+    (5, b"\r\n", True),
+    (6, b"\n", False),
+    (6, b"\r\n", False),
+    (9, b"\n", False),
+]
+
+
+@pytest.mark.parametrize("line, ending, kept", KEEP_LINE_PLACES)
+def test_the_keep_line_counts_in_a_modules_first_five_lines_and_no_later(
+    site: Path, line: int, ending: bytes, kept: bool
+) -> None:
+    lines = [f"# the fork's line {n}".encode() for n in range(1, line)]
+    own = ending.join([*lines, b"# dflash2-backport: keep", b"X = 1", b""])
+    (site / MODEL).parent.mkdir(parents=True, exist_ok=True)
+    (site / MODEL).write_bytes(own)
+    document = json.loads(
+        runner.invoke(app, ["check", "--site-packages", str(site), "--json"]).output
+    )
+    assert {m["file"]: m["kept"] for m in document["modules"]}[MODEL] is kept
+    if not kept:
+        result = runner.invoke(app, ["apply", "--site-packages", str(site)])
+        assert result.exit_code == 2, result.output
+        assert "to its first 5 lines" in result.output, result.output
+        assert (site / MODEL).read_bytes() == own
+
+
 def test_upstreams_modules_with_a_keep_line_are_not_taken_for_upstream_shipping_dflash2(
     site: Path,
 ) -> None:

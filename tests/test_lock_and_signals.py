@@ -6,6 +6,7 @@ call the lock makes, not left to luck.
 
 from __future__ import annotations
 
+import json
 import errno
 import fcntl
 import os
@@ -251,6 +252,43 @@ def test_a_signal_after_the_command_has_its_result_leaves_its_exit_status(
     )
     assert done.returncode == 2, done.stderr  # the command's own: no such tree
     assert len(done.stderr.splitlines()) == 1
+
+
+#: The console script pip writes for the command, with a signal where it
+#: has imported the tool but not yet called it: its own first line, `import
+#: re`, is the interpreter's part of the start-up; the tool's begins here.
+CONSOLE_SCRIPT = """
+import re
+import sys
+import os, signal
+sys.argv = ["dflash2-backport", *sys.argv[1:]]
+from dflash2_backport.__main__ import main
+os.kill(os.getpid(), signal.{name})
+if __name__ == "__main__":
+    sys.argv[0] = re.sub(r"(-script\\.pyw|\\.exe)?$", "", sys.argv[0])
+    sys.exit(main())
+"""
+
+
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM", "SIGHUP"])
+@pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
+def test_a_signal_as_soon_as_the_console_script_has_imported_the_tool_stops_with_one_line(
+    tmp_path: Path, name: str, as_json: bool
+) -> None:
+    args = ["apply", "--root", str(tmp_path), *(["--json"] if as_json else [])]
+    done = subprocess.run(
+        [sys.executable, "-c", CONSOLE_SCRIPT.format(name=name), *args],
+        capture_output=True, text=True, timeout=60,
+    )
+    message = f"interrupted by {name}; nothing was written"
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    if as_json:
+        document = json.loads(done.stdout)
+        assert (document["command"], document["action"], document["message"]) == (
+            "apply", "interrupted", message)
+    else:
+        assert done.stderr.splitlines() == [f"dflash2-backport: {message}"]
 
 
 # (vllm/'s mode, the mode of a lock file left there before, the lock file's

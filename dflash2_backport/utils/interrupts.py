@@ -8,9 +8,7 @@ finished, which takes milliseconds, and acted on then.
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
-import sys
 import threading
 from collections.abc import Iterator
 
@@ -23,34 +21,11 @@ _committed = False
 _started = False
 
 
-def stop_before_start() -> None:
-    """The command line's first act, before typer and the tool's modules are
-    imported: a signal that arrives while they load stops the run with one
-    line, not a KeyboardInterrupt traceback or a silent exit. Nothing has
-    been written yet, and no lock taken; both happen only once a command
-    has its own handlers (`stopping_on_signals`). After the command has
-    finished, a signal changes nothing: the process is on its way out with
-    the command's own exit code."""
-    for signum in SIGNALS:
-        signal.signal(signum, _before_start)
-
-
-def _before_start(signum: int, _frame: object) -> None:
-    if _started:
-        return
-    message = f"interrupted by {signal.Signals(signum).name}; nothing was written"
-    if "--json" in sys.argv[1:]:
-        import json
-
-        command = next((a for a in sys.argv[1:] if not a.startswith("-")), None)
-        document = {"command": command, "action": "interrupted", "changed_files": [],
-                    "message": message}
-        sys.stdout.write(json.dumps(document, indent=2) + "\n")
-    else:
-        sys.stderr.write(f"dflash2-backport: {message}\n")
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(2)
+def started() -> bool:
+    """Whether a command has taken the handlers: from then on it reports a
+    signal itself, and the command line's own first handlers (`__main__`)
+    stand aside."""
+    return _started
 
 
 def _on_signal(signum: int, _frame: object) -> None:
