@@ -1,13 +1,12 @@
 """How a run ended: the action, the exit code and the summary line, as a value.
 
-The CLI decides the outcome; `report.py` only renders it. Exit codes: 0
+The run decides the outcome (run.py); the command line's report only renders it. Exit codes: 0
 nothing (left) to do, or done; 1 `check` found work pending, or `apply
 --fail-if-changed` changed files; 2 anything that stopped the tool.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import enum
 import os
@@ -46,24 +45,6 @@ class Outcome:
     def is_error(self) -> bool:
         """Said on stderr, as one line (with the report, for an interruption)."""
         return self.action in (Action.ERROR, Action.INTERRUPTED)
-
-
-#: The command that makes pending edits, where it is not this tool's own
-#: `apply` (see `fixed_by`).
-_fix_command: str | None = None
-
-
-@contextlib.contextmanager
-def fixed_by(command: str | None):
-    """Within this block, a pending `check` names `command` as the one that
-    makes the edits: a pre-commit hook's user has pre-commit, not this tool,
-    on PATH."""
-    global _fix_command
-    previous, _fix_command = _fix_command, command
-    try:
-        yield
-    finally:
-        _fix_command = previous
 
 
 def failed(message: str) -> Outcome:
@@ -154,9 +135,12 @@ def finished(
     written: list[str],
     fail_if_changed: bool = False,
     options: tuple[str, ...] = (),
+    fix_command: str | None = None,
 ) -> Outcome:
     """`options`: the arguments that named the target, repeated in the hint
-    so that it works on the same vLLM."""
+    so that it works on the same vLLM. `fix_command`: the command a pending
+    `check` names instead of this tool's `apply` (a pre-commit hook's user
+    has pre-commit, not this tool, on PATH)."""
     # One way to count everywhere: edits by name (speculator-selection spans
     # two files), files by path, and the two new modules as their three files.
     to_do = [e for e in plan.edits if plan.edit_to_do(e)]
@@ -173,7 +157,7 @@ def finished(
         record = plan.record.relative_to(plan.root)
     if command == "check":
         only_pr = ("--only-pr",) if plan.edit_set is EditSet.PR else ()
-        hint = _fix_command or shlex.join(["dflash2-backport", "apply", *only_pr, *options])
+        hint = fix_command or shlex.join(["dflash2-backport", "apply", *only_pr, *options])
         held = plan.holds
         # A tree that holds the other edit set is said so: switching sets
         # is an `apply` of the set wanted, nothing more.
