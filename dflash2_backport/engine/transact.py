@@ -14,13 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..transaction import recovery
-from ..transaction.commit import (
-    Intent,
-    commit,
-    intent_path,
-    interrupted_command,
-    interrupted_message,
-)
+from ..transaction.commit import commit
+from ..transaction.intent import Intent, intent_path, interrupted_command, interrupted_message
 from ..transaction.lock import TreeLock, timeout_from_environment, writer_active
 from ..transaction.owned import Owned
 from ..utils.errors import Interrupted
