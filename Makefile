@@ -44,7 +44,7 @@ demo:
 	    DFLASH2_BACKPORT_VERDICT_CACHE="$$demo/cache/verdicts"; mkdir "$$TMPDIR"; \
 	wheel=$$(ls "$(DFLASH2_BACKPORT_TEST_CACHE)"/wheels/vllm-$(VLLM_VERSION)-*.whl 2>/dev/null | head -n 1); \
 	echo "== two throwaway venvs in $$demo: tool/ and vllm/"; \
-	mkdir "$$demo/src"; cp -R pyproject.toml README.md LICENSE dflash2_backport transforms modules "$$demo/src"; \
+	mkdir "$$demo/src"; cp -R pyproject.toml README.md LICENSE dflash2_backport modules "$$demo/src"; \
 	$(PYTHON) -m venv "$$demo/tool"; \
 	$(PYTHON) -m venv "$$demo/vllm"; \
 	"$$demo/tool/bin/python" -m pip install --quiet --disable-pip-version-check "$$demo/src"; \
@@ -72,7 +72,7 @@ bench-verify: $(DEV_STAMP)
 
 ## make lint: ruff on the tool, codemods, tests and scripts (CI runs it)
 lint: $(DEV_STAMP)
-	$(BIN)/ruff check dflash2_backport transforms tests scripts
+	$(BIN)/ruff check dflash2_backport tests scripts
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info

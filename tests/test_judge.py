@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 import dflash2_backport
 from dflash2_backport.cli.main import app
-from dflash2_backport.edits.verdicts import Direction, State
+from dflash2_backport.transforms.framework.vocabulary import Direction, State
 from dflash2_backport.engine import judge as judge_module
 from dflash2_backport.engine.judge import judge
 from dflash2_backport.utils.errors import BackportError
@@ -137,10 +137,9 @@ def _installed_copy(destination: Path) -> Path:
         package,
         ignore=shutil.ignore_patterns("__pycache__"),
     )
-    for name in ("transforms", "modules"):
-        shutil.copytree(
-            REPOSITORY / name, package / name, ignore=shutil.ignore_patterns("__pycache__")
-        )
+    shutil.copytree(
+        REPOSITORY / "modules", package / "modules", ignore=shutil.ignore_patterns("__pycache__")
+    )
     return destination
 
 
@@ -166,7 +165,7 @@ def test_a_changed_codemod_judges_the_files_again(site: Path, tmp_path: Path) ->
     assert check() == 1
     # The causality edit now expects another 0.27.1 fallback: the pristine
     # function is no longer one it knows, so a fresh judgement is drift.
-    declarations = copy / "dflash2_backport/transforms/causality.py"
+    declarations = copy / "dflash2_backport/transforms/edits/causality/judge.py"
     source = declarations.read_text()
     fallback = "layer_types[layer_idx] == _SLIDING_ATTENTION\n'''\nNEW_FUNCTION"
     assert source.count(fallback) == 1
@@ -180,14 +179,14 @@ def test_a_source_checkout_reaches_the_codemods_without_installing(
     site: Path, tmp_path: Path
 ) -> None:
     checkout = tmp_path / "checkout"
-    for name in ("dflash2_backport", "transforms"):
-        shutil.copytree(
-            REPOSITORY / name, checkout / name, ignore=shutil.ignore_patterns("__pycache__")
-        )
+    shutil.copytree(
+        REPOSITORY / "dflash2_backport", checkout / "dflash2_backport",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
     probe = (
         "import sys; sys.path.insert(0, sys.argv[1])\n"
         "from dflash2_backport.engine.judge import judge\n"
-        "from dflash2_backport.edits.verdicts import Direction\n"
+        "from dflash2_backport.transforms.framework.vocabulary import Direction\n"
         "files = judge(__import__('pathlib').Path(sys.argv[2]), False, Direction.APPLY)\n"
         "print(sorted({e.state.value for f in files for e in f.edits}))\n"
     )
@@ -210,7 +209,7 @@ def test_a_source_checkout_reaches_the_codemods_without_installing(
 def test_a_rewrite_that_does_not_read_as_applied_stops_the_command(
     site: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from dflash2_backport.transforms.writers.registry import RegistryEntry
+    from dflash2_backport.transforms.edits.registry.writer import RegistryEntry
 
     monkeypatch.setattr(RegistryEntry, "forward", lambda self, tree, hunk, site: tree)
     before = snapshot(site)

@@ -312,13 +312,13 @@ def _version(value: bool) -> None:
 def _explain(name: Optional[str]) -> None:
     if name is None:
         return
-    from ..edits import catalogue
+    from ..transforms import catalogue
 
-    text = catalogue().explain(name)
+    text = catalogue.explain(name)
     if text is None:
         print(
             f"dflash2-backport: error: no edit is called {name!r}; the edits are "
-            + ", ".join(catalogue().names()),
+            + ", ".join(catalogue.names()),
             file=sys.stderr,
         )
         raise typer.Exit(2)

@@ -18,7 +18,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from .. import __version__
-from ..edits.verdicts import Direction, State
+from ..transforms.framework.vocabulary import Direction, State
 from ..utils.style import paint
 from ..engine.outcome import Action, Outcome
 

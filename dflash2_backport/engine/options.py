@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from ..edits.verdicts import EditSet
+    from ..transforms.framework.vocabulary import EditSet
 
 Command = Literal["check", "apply", "revert"]
 
@@ -40,7 +40,7 @@ class RunOptions:
 
     @property
     def edit_set(self) -> EditSet:
-        from ..edits.verdicts import EditSet
+        from ..transforms.framework.vocabulary import EditSet
 
         if self.command == "revert":
             return EditSet.NONE

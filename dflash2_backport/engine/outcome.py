@@ -14,7 +14,7 @@ import shlex
 import traceback
 from typing import TYPE_CHECKING
 
-from ..edits.verdicts import Direction, EditReport, EditSet, State
+from ..transforms.framework.vocabulary import Direction, EditReport, EditSet, State
 
 if TYPE_CHECKING:
     from ..engine.plan import Plan

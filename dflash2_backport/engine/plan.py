@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from ..edits.verdicts import Direction, EditReport, EditSet, State
+from ..transforms.framework.vocabulary import Direction, EditReport, EditSet, State
 from ..transaction.commit import Change
 from ..transaction.intent import Intent, digest, read_intent
 from ..transaction.owned import Owned

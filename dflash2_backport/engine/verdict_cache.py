@@ -41,7 +41,7 @@ import stat
 from pathlib import Path
 
 from .. import __version__
-from ..edits.verdicts import EditReport
+from ..transforms.framework.vocabulary import EditReport
 
 
 def _location() -> tuple[Path, tuple[str, ...]]:
@@ -60,14 +60,22 @@ def _location() -> tuple[Path, tuple[str, ...]]:
 
 @functools.cache
 def judges_digest(judges: Path) -> str:
-    """The tool's version and the source of the judges (the modules of the
-    package at `judges`; its writers decide no verdict) and of the module
-    that runs them."""
+    """The tool's version, every file of the package at `judges` but its
+    writers (they decide no verdict), and the module that runs the judges."""
     digest = hashlib.sha256(__version__.encode())
-    for path in [*sorted(judges.glob("*.py")), Path(__file__).with_name("judge.py")]:
-        digest.update(path.name.encode() + b"\0")
+    for path in [*_judging_files(judges), Path(__file__).with_name("judge.py")]:
+        digest.update(path.relative_to(judges.parent).as_posix().encode() + b"\0")
         digest.update(path.read_bytes())
     return digest.hexdigest()
+
+
+def _judging_files(judges: Path) -> list[Path]:
+    writing = judges / "framework" / "writing"
+    return sorted(
+        path for path in judges.rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts and path.name != "writer.py"
+        and not path.is_relative_to(writing)
+    )
 
 
 def _entry(judges: str, directions: str, path: str, data: bytes) -> tuple[str, str, str]:

@@ -1,7 +1,7 @@
 import pytest
 
-from dflash2_backport.transforms.vocabulary import State
-from dflash2_backport.transforms.writers.anchor_clamp import AnchorClamp
+from dflash2_backport.transforms.framework.vocabulary import State
+from dflash2_backport.transforms.edits.anchor_clamp.writer import AnchorClamp
 
 from ._cases import (
     assert_left_alone,

@@ -1,7 +1,7 @@
 import pytest
-from dflash2_backport.transforms.writers.causality import Causality
+from dflash2_backport.transforms.edits.causality.writer import Causality
 
-from dflash2_backport.edits.verdicts import Direction
+from dflash2_backport.transforms.framework.vocabulary import Direction
 
 from ._cases import (
     assert_left_alone,

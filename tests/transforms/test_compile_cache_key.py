@@ -2,8 +2,8 @@
 
 import pytest
 
-from dflash2_backport.transforms.vocabulary import State
-from dflash2_backport.transforms.writers.compile_cache_key import CompileCacheKey
+from dflash2_backport.transforms.framework.vocabulary import State
+from dflash2_backport.transforms.edits.compile_cache_key.writer import CompileCacheKey
 
 from ._cases import (
     assert_left_alone,

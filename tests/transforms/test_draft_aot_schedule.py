@@ -4,9 +4,9 @@ fix's (applied) written by hand."""
 
 import pytest
 
-from dflash2_backport.transforms.draft_aot_schedule import AOT_OFF, IMPORT
-from dflash2_backport.transforms.vocabulary import State
-from dflash2_backport.transforms.writers.draft_aot_schedule import DraftAotSchedule
+from dflash2_backport.transforms.edits.draft_aot_schedule.judge import AOT_OFF, IMPORT
+from dflash2_backport.transforms.framework.vocabulary import State
+from dflash2_backport.transforms.edits.draft_aot_schedule.writer import DraftAotSchedule
 
 from ._cases import (
     assert_applied_and_reverted_exactly,

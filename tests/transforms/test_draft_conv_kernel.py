@@ -1,7 +1,7 @@
 import pytest
 
-from dflash2_backport.transforms.vocabulary import State
-from dflash2_backport.transforms.writers.draft_conv_kernel import DraftConvKernel
+from dflash2_backport.transforms.framework.vocabulary import State
+from dflash2_backport.transforms.edits.draft_conv_kernel.writer import DraftConvKernel
 
 from ._cases import (
     assert_left_alone,

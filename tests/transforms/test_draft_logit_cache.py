@@ -1,10 +1,10 @@
 import pytest
-from dflash2_backport.transforms.draft_logit_cache import DRAFT_LOGIT_CACHE
-from dflash2_backport.transforms.meaning import same_meaning
-from dflash2_backport.transforms.vocabulary import State
-from dflash2_backport.transforms.writers.draft_logit_cache import DraftLogitCache
+from dflash2_backport.transforms.edits.draft_logit_cache.judge import DRAFT_LOGIT_CACHE
+from dflash2_backport.transforms.framework.meaning import same_meaning
+from dflash2_backport.transforms.framework.vocabulary import State
+from dflash2_backport.transforms.edits.draft_logit_cache.writer import DraftLogitCache
 
-from dflash2_backport.edits.verdicts import Direction
+from dflash2_backport.transforms.framework.vocabulary import Direction
 
 from ._cases import (
     assert_left_alone,

@@ -4,7 +4,7 @@ each way round."""
 
 import pytest
 
-from dflash2_backport.transforms.draft_max_position import (
+from dflash2_backport.transforms.edits.draft_max_position.judge import (
     ARMS_HUNK,
     GUARD_HUNK,
     LIMIT_CALL_HUNK,
@@ -12,8 +12,8 @@ from dflash2_backport.transforms.draft_max_position import (
     ROPE_HUNK,
     SHARES_HUNK,
 )
-from dflash2_backport.transforms.vocabulary import State
-from dflash2_backport.transforms.writers.draft_max_position import (
+from dflash2_backport.transforms.framework.vocabulary import State
+from dflash2_backport.transforms.edits.draft_max_position.writer import (
     DraftPositions,
     MaxModelLenCap,
 )

@@ -6,7 +6,7 @@ import ast
 
 import pytest
 
-from dflash2_backport.transforms.draft_noise_salt import (
+from dflash2_backport.transforms.edits.draft_noise_salt.judge import (
     BLOCK_ARGMAX,
     DSPARK_DRAW,
     SALT_HUNK,
@@ -14,8 +14,8 @@ from dflash2_backport.transforms.draft_noise_salt import (
     SAMPLE_DRAFT,
     SAMPLE_KERNEL,
 )
-from dflash2_backport.transforms.vocabulary import State
-from dflash2_backport.transforms.writers.draft_noise_salt import (
+from dflash2_backport.transforms.framework.vocabulary import State
+from dflash2_backport.transforms.edits.draft_noise_salt.writer import (
     DraftSampling,
     DSparkSampling,
     GumbelStreams,

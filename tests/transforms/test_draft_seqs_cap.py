@@ -2,9 +2,9 @@
 
 import pytest
 
-from dflash2_backport.transforms.draft_seqs_cap import CALL, METHOD
-from dflash2_backport.transforms.vocabulary import State
-from dflash2_backport.transforms.writers.draft_seqs_cap import DraftSeqsCap
+from dflash2_backport.transforms.edits.draft_seqs_cap.judge import CALL, METHOD
+from dflash2_backport.transforms.framework.vocabulary import State
+from dflash2_backport.transforms.edits.draft_seqs_cap.writer import DraftSeqsCap
 
 from ._cases import (
     assert_left_alone,

@@ -1,7 +1,7 @@
 import pytest
 
-from dflash2_backport.transforms.vocabulary import State
-from dflash2_backport.transforms.writers.gumbel import GumbelNoisedArgmax
+from dflash2_backport.transforms.framework.vocabulary import State
+from dflash2_backport.transforms.edits.gumbel.writer import GumbelNoisedArgmax
 
 from ._cases import (
     assert_left_alone,

@@ -7,9 +7,9 @@ import types
 
 import pytest
 
-from dflash2_backport.transforms.prefix_block_drop import BACK_OFF, DECIDED, FLAG_INIT, MANAGER
-from dflash2_backport.transforms.vocabulary import State
-from dflash2_backport.transforms.writers.prefix_block_drop import PrefixBlockDrop
+from dflash2_backport.transforms.edits.dflash_prefix_block.judge import BACK_OFF, DECIDED, FLAG_INIT, MANAGER
+from dflash2_backport.transforms.framework.vocabulary import State
+from dflash2_backport.transforms.edits.dflash_prefix_block.writer import PrefixBlockDrop
 from tests.wheels import vllm_source
 
 from ._cases import (

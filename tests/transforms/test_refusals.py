@@ -2,14 +2,14 @@
 
 import pytest
 
-from dflash2_backport.transforms.refusals import (
+from dflash2_backport.transforms.edits.refusals.judge import (
     QUANTIZED_CALL,
     QUANTIZED_METHOD,
     VOCABULARY_CALL,
     VOCABULARY_METHOD,
 )
-from dflash2_backport.transforms.vocabulary import State
-from dflash2_backport.transforms.writers.refusals import (
+from dflash2_backport.transforms.framework.vocabulary import State
+from dflash2_backport.transforms.edits.refusals.writer import (
     DraftVocabulary,
     QuantizedDraft,
     SpeculatorsFormat,

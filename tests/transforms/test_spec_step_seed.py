@@ -3,13 +3,13 @@ code (pending) and the fix's (applied) written by hand, in its two files."""
 
 import pytest
 
-from dflash2_backport.transforms.spec_step_seed import (
+from dflash2_backport.transforms.edits.spec_step_seed.judge import (
     IMPORT_HUNK,
     STEP_SEED_HUNK,
     UNIFORM_HUNK,
 )
-from dflash2_backport.transforms.vocabulary import State
-from dflash2_backport.transforms.writers.spec_step_seed import BlockUniform, StepSeed
+from dflash2_backport.transforms.framework.vocabulary import State
+from dflash2_backport.transforms.edits.spec_step_seed.writer import BlockUniform, StepSeed
 
 from ._cases import (
     assert_left_alone,

@@ -3,8 +3,8 @@ import textwrap
 import pytest
 from libcst.codemod import CodemodTest
 
-from dflash2_backport.transforms.vocabulary import State
-from dflash2_backport.transforms.writers.speculator_selection import (
+from dflash2_backport.transforms.framework.vocabulary import State
+from dflash2_backport.transforms.edits.speculator_selection.writer import (
     SpeculatorSelection,
     V2RunnerForcing,
 )
@@ -20,7 +20,7 @@ from ._cases import (
     swapped,
     verdicts,
 )
-from dflash2_backport.transforms.speculator_selection import V2_RUNNER_FORCING
+from dflash2_backport.transforms.edits.speculator_selection.judge import V2_RUNNER_FORCING
 
 BRANCH_HUNK, HELPER_HUNK = (h.name for h in V2_RUNNER_FORCING.hunks)
 

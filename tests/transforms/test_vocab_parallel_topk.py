@@ -1,7 +1,7 @@
 import pytest
 
-from dflash2_backport.transforms.vocabulary import State
-from dflash2_backport.transforms.writers.vocab_parallel_topk import VocabParallelTopK
+from dflash2_backport.transforms.framework.vocabulary import State
+from dflash2_backport.transforms.edits.vocab_parallel_topk.writer import VocabParallelTopK
 
 from ._cases import (
     assert_left_alone,
