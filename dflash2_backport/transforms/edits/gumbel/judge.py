@@ -35,6 +35,7 @@ import ast
 import dataclasses
 
 from ...framework.edit import Edit, Hunk, Judged, Role, Site, applied, drift, pending
+from ...framework.hunk_files import HunkFiles
 from ...framework.judging import is_attribute, kept_while_used, other_version
 from ...framework.names import Readers, module_bindings
 from ...framework.source import Path, Source
@@ -43,44 +44,9 @@ NAME = "gumbel_noised_argmax"
 ANCHOR = "gumbel_block_argmax"
 #: Module-level names the new function's body reads.
 NEEDS = ("tl", "tldevice", "triton", "tl_rand32", "tl_rand64")
-GUMBEL_NOISED_ARGMAX = '''\
-@triton.jit
-def gumbel_noised_argmax(
-    logits,
-    keys,
-    mask,
-    seed,
-    pos,
-    temp,
-    USE_FP64: tl.constexpr,
-    APPLY_TEMPERATURE: tl.constexpr = True,
-):
-    """Argmax of logits under Gumbel-max sampling, or plain argmax at temp 0.
-
-    `keys` indexes the noise, so the same token draws the same noise wherever it
-    appears; `pos` and `seed` place the draw in the request's stream, which is
-    what lets a draft and its verification agree.
-    """
-    if temp != 0.0 and APPLY_TEMPERATURE:
-        # Match the behavior of _temperature_kernel: if that kernel uses
-        # tl.div_rn, this must too.
-        logits = logits / temp
-
-    if USE_FP64:
-        logits = logits.to(tl.float64)
-    if temp != 0.0:
-        gumbel_seed = tl.randint(seed, pos)
-        if USE_FP64:
-            u = tl_rand64(gumbel_seed, keys, includes_zero=False)
-            gumbel_noise = -tl.log(-tl.log(u))
-        else:
-            u = tl_rand32(gumbel_seed, keys, includes_zero=False)
-            # log1p keeps the winning tail at u -> 0, where fp32 resolves it.
-            gumbel_noise = -tl.log(-tldevice.log1p(-u))
-        logits = tl.where(mask, logits + gumbel_noise, float("-inf"))
-
-    return tl.max(logits, axis=0, return_indices=True)
-'''
+HUNKS = HunkFiles(__package__)
+#: The function as the edit inserts it: hunks/gumbel_noised_argmax/.
+GUMBEL_NOISED_ARGMAX = HUNKS.patched(NAME)
 
 HUNK = Hunk(
     NAME,

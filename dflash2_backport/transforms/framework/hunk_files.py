@@ -1,0 +1,37 @@
+"""An edit's hunks as source files: the code each hunk finds and leaves, kept
+as Python beside the edit so that it reads, diffs and lints as code.
+
+Each edit folder holds `hunks/<hunk>/<release>.py`, the hunk's code as that
+release ships it (absent where the hunk adds code of its own), and
+`hunks/<hunk>/<release>.patched.py`, the code the edit leaves there. The
+files are vLLM's code, not the tool's: ruff and pytest leave them alone
+(pyproject.toml), and the wheel ships them as package data, read here
+through importlib.resources wherever the package is installed.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+
+#: The release whose form the edits are written against.
+RELEASE = "0.27.1"
+
+
+class HunkFiles:
+    """The hunk files of the edit package `package` (its `__package__`)."""
+
+    def __init__(self, package: str) -> None:
+        self._hunks = resources.files(package) / "hunks"
+
+    def shipped(self, hunk: str, release: str = RELEASE) -> str:
+        """The hunk's code as `release` ships it."""
+        return self._read(hunk, f"{release}.py")
+
+    def patched(self, hunk: str, release: str = RELEASE) -> str:
+        """The hunk's code as the edit leaves it on `release`."""
+        return self._read(hunk, f"{release}.patched.py")
+
+    def _read(self, hunk: str, name: str) -> str:
+        # Bytes decoded as they are: a universal-newline read would turn a
+        # hunk's own "\r" into a line break.
+        return (self._hunks / hunk / name).read_bytes().decode("utf-8")
