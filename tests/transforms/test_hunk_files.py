@@ -11,6 +11,7 @@ import pytest
 
 import dflash2_backport
 from dflash2_backport.transforms import EDITS
+from dflash2_backport.transforms.framework.hunk_files import file_name
 
 EDITS_DIRECTORY = Path(dflash2_backport.__file__).resolve().parent / "transforms" / "edits"
 HUNK_FILES = sorted(EDITS_DIRECTORY.glob("*/hunks/**/*.*"))
@@ -29,7 +30,7 @@ def test_a_hunk_file_is_python_that_parses(path: Path) -> None:
 @pytest.mark.parametrize("path", HUNK_FILES, ids=_ids(HUNK_FILES))
 def test_a_hunk_file_is_named_as_a_hunk_of_its_edit_and_a_release(path: Path) -> None:
     folder = path.relative_to(EDITS_DIRECTORY).parts[0]
-    hunks = {h.name for e in EDITS if e.writer.split(":")[0] == folder for h in e.hunks}
+    hunks = {file_name(h.name) for e in EDITS if e.writer.split(":")[0] == folder for h in e.hunks}
     assert path.parent.name in hunks
     assert path.parent.parent.name == "hunks"
     assert RELEASE_FORM.fullmatch(path.name)

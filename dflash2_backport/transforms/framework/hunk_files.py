@@ -1,9 +1,10 @@
 """An edit's hunks as source files: the code each hunk finds and leaves, kept
 as Python beside the edit so that it reads, diffs and lints as code.
 
-Each edit folder holds `hunks/<hunk>/<release>.py`, the hunk's code as that
-release ships it (absent where the hunk adds code of its own), and
-`hunks/<hunk>/<release>.patched.py`, the code the edit leaves there. The
+Each edit folder holds `hunks/<hunk>/<release>.py` (the hunk's name as
+`file_name` spells it), the hunk's code as that release ships it (absent
+where the hunk adds code of its own), and `hunks/<hunk>/<release>.patched.py`,
+the code the edit leaves there. The
 files are vLLM's code, not the tool's: ruff and pytest leave them alone
 (pyproject.toml), and the wheel ships them as package data, read here
 through importlib.resources wherever the package is installed.
@@ -11,10 +12,32 @@ through importlib.resources wherever the package is installed.
 
 from __future__ import annotations
 
+import ast
+import re
 from importlib import resources
 
 #: The release whose form the edits are written against.
 RELEASE = "0.27.1"
+
+
+def file_name(hunk: str) -> str:
+    """The name of a hunk's folder: its name, lowercase, one `_` for each
+    run of anything but letters and digits."""
+    return re.sub(r"[^0-9a-z]+", "_", hunk.lower()).strip("_")
+
+
+def statements_of(code: str) -> list[str]:
+    """A hunk's top-level statements, each as the file writes it (from its
+    first decorator to its last line), in their order."""
+    lines = code.splitlines(keepends=True)
+    return [
+        "".join(lines[_first_line(node) - 1 : node.end_lineno])
+        for node in ast.parse(code).body
+    ]
+
+
+def _first_line(node: ast.stmt) -> int:
+    return min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
 
 
 class HunkFiles:
@@ -34,4 +57,4 @@ class HunkFiles:
     def _read(self, hunk: str, name: str) -> str:
         # Bytes decoded as they are: a universal-newline read would turn a
         # hunk's own "\r" into a line break.
-        return (self._hunks / hunk / name).read_bytes().decode("utf-8")
+        return (self._hunks / file_name(hunk) / name).read_bytes().decode("utf-8")

@@ -56,6 +56,7 @@ import dataclasses
 
 from ..anchor_clamp.judge import ANCHOR, INLINE_ANCHOR, placed_before_anchor
 from ...framework.edit import Edit, Fix, Hunk, Judged, Role, Site, applied, drift, pending
+from ...framework.hunk_files import HunkFiles, statements_of
 from ...framework.judging import kept_while_used
 from ...framework.meaning import parsed, same_meaning
 from ...framework.names import Readers, module_bindings, one_name_a_line, origin_words
@@ -64,13 +65,14 @@ from ...framework.source import Found, Path, Source, shares_a_line
 PATH = "vllm/model_executor/models/qwen3_dflash.py"
 NAME = "dflash2_grouped_conv"
 
+HUNKS = HunkFiles(__package__)
 #: Each import line, by the names it binds and the module they come from.
 IMPORT_LINES = {
-    "from vllm.triton_utils import tl, triton": ("vllm.triton_utils", ("tl", "triton")),
-    "from vllm.utils.torch_utils import direct_register_custom_op": (
-        "vllm.utils.torch_utils",
-        ("direct_register_custom_op",),
-    ),
+    line: (statement.module, tuple(alias.name for alias in statement.names))
+    for line, statement in (
+        (line, ast.parse(line).body[0]) for line in HUNKS.patched("imports").splitlines()
+    )
+    if isinstance(statement, ast.ImportFrom) and statement.module
 }
 #: The same, one name a line, where the module imports so (isort's
 #: force-single-line, which would split the lines above again).
@@ -84,119 +86,14 @@ _EITHER_FORM = (*IMPORT_LINES, *SINGLE_IMPORT_LINES)
 #: whose module sorts after this one.
 IMPORTS_SORT_AFTER = "vllm.utils.torch_utils"
 
-KERNEL = '''\
-@triton.jit
-def _dflash2_grouped_conv_kernel(
-    x_ptr,  # [num_tokens, channels]
-    delta_ptr,  # [num_tokens, taps, num_groups], any strides
-    base_ptr,  # [taps, channels]
-    out_ptr,  # [num_tokens, channels]
-    x_row_stride,
-    delta_row_stride,
-    delta_tap_stride,
-    base_tap_stride,
-    out_row_stride,
-    channels,
-    block_size,
-    GROUP_SIZE: tl.constexpr,
-    TAPS: tl.constexpr,
-    BLOCK_C: tl.constexpr,
-):
-    # 64-bit offsets: rows times channels may pass 2**31 in a large batch.
-    row = tl.program_id(0).to(tl.int64)
-    lanes = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
-    in_row = lanes < channels
-    groups = lanes // GROUP_SIZE
-    slot = row % block_size
-    total = tl.zeros([BLOCK_C], dtype=tl.float32)
-    for tap in tl.static_range(TAPS):
-        # Tap t reads the row t slots earlier, and only within the same
-        # draft block: never another request's rows.
-        live = in_row & (slot >= tap)
-        weight = tl.load(
-            base_ptr + tap * base_tap_stride + lanes, mask=live, other=0.0
-        ).to(tl.float32) + tl.load(
-            delta_ptr + row * delta_row_stride + tap * delta_tap_stride + groups,
-            mask=live,
-            other=0.0,
-        ).to(tl.float32)
-        earlier = tl.load(
-            x_ptr + (row - tap) * x_row_stride + lanes, mask=live, other=0.0
-        ).to(tl.float32)
-        total += weight * earlier
-    tl.store(out_ptr + row * out_row_stride + lanes, total, mask=in_row)
-'''
-
-LAUNCHER = '''\
-def dflash2_grouped_conv(
-    hidden_states: torch.Tensor,
-    delta: torch.Tensor,
-    base: torch.Tensor,
-    block_size: int,
-    group_size: int,
-) -> torch.Tensor:
-    """A DFlash2 draft's grouped convolution, in one kernel.
-
-    Tap `t` of row `r` adds `(base[t] + delta[r, t]) * hidden_states[r - t]`
-    while row `r - t` lies in the same draft block of `block_size` rows, each
-    group of `group_size` channels sharing its `delta`; the sum is taken in
-    float32 and rounded once to the input's dtype.
-    """
-    # The kernel steps through rows by their strides and channels one by one.
-    hidden_states, delta, base = (
-        t if t.stride(-1) == 1 else t.contiguous() for t in (hidden_states, delta, base)
-    )
-    num_tokens, channels = hidden_states.shape
-    output = torch.empty_like(hidden_states)
-    if num_tokens == 0:
-        return output
-    # Below 128 rows (a few requests' draft blocks), half the channels a
-    # program: twice the programs, so that a small step still fills the SMs.
-    block_c = min(512 if num_tokens < 128 else 1024, triton.next_power_of_2(channels))
-    _dflash2_grouped_conv_kernel[(num_tokens, triton.cdiv(channels, block_c))](
-        hidden_states,
-        delta,
-        base,
-        output,
-        hidden_states.stride(0),
-        delta.stride(0),
-        delta.stride(1),
-        base.stride(0),
-        output.stride(0),
-        channels,
-        block_size,
-        GROUP_SIZE=group_size,
-        TAPS=base.shape[0],
-        BLOCK_C=block_c,
-        num_warps=4,
-    )
-    return output
-'''
+#: The kernel, its launcher, the launcher's shape function and the
+#: registration of the custom op: hunks/grouped_conv_kernel/.
+KERNEL, LAUNCHER, SHAPE, REGISTRATION = statements_of(HUNKS.patched("grouped conv kernel"))
 
 #: The launcher as earlier versions of this tool wrote it: 1,024 channels a
 #: program at any number of rows. A tree they patched holds this edit. Only
 #: its meaning is compared, so the comment above the line may stay.
 LAUNCHER_EARLIER = LAUNCHER.replace("min(512 if num_tokens < 128 else 1024, ", "min(1024, ")
-
-SHAPE = '''\
-def _dflash2_grouped_conv_shape(
-    hidden_states: torch.Tensor,
-    delta: torch.Tensor,
-    base: torch.Tensor,
-    block_size: int,
-    group_size: int,
-) -> torch.Tensor:
-    return torch.empty_like(hidden_states)
-'''
-
-REGISTRATION = """\
-direct_register_custom_op(
-    op_name="dflash2_grouped_conv",
-    op_func=dflash2_grouped_conv,
-    fake_impl=_dflash2_grouped_conv_shape,
-    tags=(torch.Tag.needs_fixed_stride_order,),
-)
-"""
 
 #: How messages name the registration, which defines no name of its own.
 REGISTERED = f"direct_register_custom_op(op_name='{NAME}')"
@@ -219,7 +116,7 @@ IMPORTS_HUNK = Hunk(
     "module level, among the `from vllm...` imports where isort puts them "
     f"(before the first whose module sorts after `{IMPORTS_SORT_AFTER}`)",
     None,
-    "".join(line + "\n" for line in IMPORT_LINES),
+    HUNKS.patched("imports"),
     _WHY,
 )
 KERNEL_HUNK = Hunk(
@@ -227,7 +124,7 @@ KERNEL_HUNK = Hunk(
     f"module level, right before `def {ANCHOR}` (in vLLM 0.26.0, before "
     f"`def {INLINE_ANCHOR}`)",
     None,
-    "\n\n".join(STATEMENTS.values()),
+    HUNKS.patched("grouped conv kernel"),
     _WHY,
 )
 
@@ -408,3 +305,5 @@ DRAFT_CONV_KERNEL = Edit(
 # Each statement must parse on its own: a typo fails at import, not in a user's tree.
 assert all(len(parsed(code)) == 1 for code in STATEMENTS.values())
 assert LAUNCHER_EARLIER != LAUNCHER
+assert "".join(line + "\n" for line in IMPORT_LINES) == IMPORTS_HUNK.after
+assert "\n\n".join(STATEMENTS.values()) == KERNEL_HUNK.after
