@@ -11,7 +11,7 @@ import pytest
 
 import dflash2_backport
 from dflash2_backport.transforms import EDITS
-from dflash2_backport.transforms.framework.hunk_files import file_name
+from dflash2_backport.transforms.framework.hunk_files import class_body, file_name, statements_of
 
 EDITS_DIRECTORY = Path(dflash2_backport.__file__).resolve().parent / "transforms" / "edits"
 HUNK_FILES = sorted(EDITS_DIRECTORY.glob("*/hunks/**/*.*"))
@@ -34,3 +34,25 @@ def test_a_hunk_file_is_named_as_a_hunk_of_its_edit_and_a_release(path: Path) ->
     assert path.parent.name in hunks
     assert path.parent.parent.name == "hunks"
     assert RELEASE_FORM.fullmatch(path.name)
+
+
+@pytest.mark.parametrize(
+    ("hunk", "folder"),
+    [
+        ("imports", "imports"),
+        ("grouped conv kernel", "grouped_conv_kernel"),
+        ("gumbel_block_argmax salts a draft's position", "gumbel_block_argmax_salts_a_draft_s_position"),
+        ("a DFlash2 draft forces the V2 model runner", "a_dflash2_draft_forces_the_v2_model_runner"),
+    ],
+)
+def test_a_hunks_folder_is_its_name_in_lowercase_words(hunk: str, folder: str) -> None:
+    assert file_name(hunk) == folder
+
+
+def test_statements_of_a_hunk_keep_decorators_and_inner_blank_lines() -> None:
+    code = "import a\n\n\n@d\ndef f():\n    x = 1\n\n    return x\n\n\nY = 2\n"
+    assert statements_of(code) == ["import a\n", "@d\ndef f():\n    x = 1\n\n    return x\n", "Y = 2\n"]
+
+
+def test_a_class_body_hunk_is_the_body_at_class_depth() -> None:
+    assert class_body("class C(B):\n    def m(self):\n        pass\n") == "    def m(self):\n        pass\n"

@@ -36,6 +36,14 @@ def statements_of(code: str) -> list[str]:
     ]
 
 
+def class_body(code: str) -> str:
+    """A hunk written inside the class it belongs to (so that its file is
+    Python of its own): the class's body, at class-body depth."""
+    header, body = code.split("\n", 1)
+    assert header.startswith("class ") and header.endswith(":"), header
+    return body
+
+
 def _first_line(node: ast.stmt) -> int:
     return min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
 

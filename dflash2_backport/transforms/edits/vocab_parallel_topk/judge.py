@@ -63,87 +63,30 @@ import dataclasses
 import textwrap
 
 from ...framework.edit import Edit, Hunk, Judged, Role, Site, applied, drift, exactly_one, pending
+from ...framework.hunk_files import HunkFiles, class_body, statements_of
 from ...framework.judging import other_version
 from ...framework.meaning import same_meaning
 from ...framework.names import Readers, module_bindings, origin_words
 from ...framework.source import Found, Path, Source, shares_a_line
 
+METHOD_HUNK_NAME = "get_top_k_tokens"
+HUNKS = HunkFiles(__package__)
 #: Imports the helpers' annotations and decorator need: name -> (module, line).
 IMPORTS = {
-    "Callable": ("collections.abc", "from collections.abc import Callable"),
-    "cache": ("functools", "from functools import cache"),
+    statement.names[0].name: (statement.module, line)
+    for line, statement in (
+        (line, ast.parse(line).body[0]) for line in HUNKS.patched("imports").splitlines()
+    )
+    if isinstance(statement, ast.ImportFrom) and statement.module
 }
-HAS_FLASHINFER = "from vllm.utils.flashinfer import has_flashinfer"
-FLASHINFER_TOPK = '''\
-@cache
-def _flashinfer_topk() -> Callable[..., tuple[torch.Tensor, torch.Tensor]] | None:
-    """FlashInfer's radix top-k, or None for torch.topk."""
-    if not current_platform.is_cuda():
-        return None
-    if not has_flashinfer():
-        return None
-    from flashinfer import top_k
-
-    return top_k
-'''
-TOPK = """\
-def _topk(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    impl = _flashinfer_topk()
-    if impl is None or not scores.is_cuda:
-        return torch.topk(scores, k, dim=-1)
-    return impl(scores, k, sorted=True, deterministic=True)
-"""
+#: The `has_flashinfer` import and the two helpers: hunks/top_k_helpers/.
+HAS_FLASHINFER, FLASHINFER_TOPK, TOPK = statements_of(HUNKS.patched("top-k helpers"))
+HAS_FLASHINFER = HAS_FLASHINFER.rstrip("\n")
 HELPERS = {"_flashinfer_topk": FLASHINFER_TOPK, "_topk": TOPK}
-# Written at class-body depth so the docstring's own lines keep the spec's
-# indentation once the method sits in the class.
-GET_TOP_K_TOKENS = '''\
-    def get_top_k_tokens(
-        self,
-        lm_head: VocabParallelEmbedding,
-        hidden_states: torch.Tensor,
-        k: int,
-        embedding_bias: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Vocab-parallel top-k without all-gathering full logits.
-
-        The `get_top_tokens` reduction widened from one token to k, returning
-        the values as well as the global ids. Communication is
-        O(batch * 2k * tp_size) rather than O(batch * vocab_size).
-
-        Scale and soft cap are applied to the k selected values rather than
-        the whole vocabulary; both are monotonic, so the selection is the same
-        and only k entries are touched.
-        """
-        if self.scale <= 0.0 and self.scale != 1.0:
-            raise ValueError(
-                "The local top-k reduction optimization is not supported for "
-                "non-positive logit scaling factors."
-            )
-
-        logits = self._apply_head(lm_head, hidden_states, embedding_bias)
-
-        # Mask out padding entries beyond org_vocab_size on this shard.
-        num_pad = lm_head.shard_indices.num_org_vocab_padding
-        if num_pad > 0:
-            logits[..., -num_pad:] = -float("inf")
-
-        values, ids = _topk(logits, k)
-        # Convert shard-local indices to global vocab indices.
-        ids = ids.to(torch.int64) + lm_head.shard_indices.org_vocab_start_index
-
-        if lm_head.tp_size > 1:
-            values = tensor_model_parallel_all_gather(values, dim=-1)
-            ids = tensor_model_parallel_all_gather(ids, dim=-1)
-            values, selected = _topk(values, k)
-            ids = ids.gather(-1, selected)
-
-        values = values.float()
-        if self.scale != 1.0:
-            values = values * self.scale
-        if self.soft_cap is not None:
-            values = torch.tanh(values / self.soft_cap) * self.soft_cap
-        return ids, values
-'''
+#: The method at class-body depth, as hunks/get_top_k_tokens/ writes it in
+#: its class, so that the docstring's own lines keep the spec's indentation
+#: once the method sits in the class.
+GET_TOP_K_TOKENS = class_body(HUNKS.patched(METHOD_HUNK_NAME))
 CLASS = "LogitsProcessor"
 METHOD = "get_top_k_tokens"
 METHOD_ANCHOR = "extra_repr"
@@ -160,7 +103,7 @@ IMPORTS_HUNK = Hunk(
     "imports",
     "module level, right before `import torch`",
     None,
-    "".join(line + "\n" for _, line in IMPORTS.values()),
+    HUNKS.patched("imports"),
     _WHY,
 )
 HELPERS_HUNK = Hunk(
@@ -168,11 +111,11 @@ HELPERS_HUNK = Hunk(
     "module level, the import right after `from vllm.platforms import "
     "current_platform`, the helpers after the import block",
     None,
-    f"{HAS_FLASHINFER}\n\n\n{FLASHINFER_TOPK}\n\n{TOPK}",
+    HUNKS.patched("top-k helpers"),
     _WHY,
 )
 METHOD_HUNK = Hunk(
-    "get_top_k_tokens",
+    METHOD_HUNK_NAME,
     f"class {CLASS}, right before {METHOD_ANCHOR}",
     None,
     textwrap.dedent(GET_TOP_K_TOKENS),
@@ -489,3 +432,6 @@ VOCAB_PARALLEL_TOPK = Edit(
     writer="vocab_parallel_topk:VocabParallelTopK",
     before_undo=before_undo,
 )
+
+assert "".join(line + "\n" for _, line in IMPORTS.values()) == IMPORTS_HUNK.after
+assert f"{HAS_FLASHINFER}\n\n\n{FLASHINFER_TOPK}\n\n{TOPK}" == HELPERS_HUNK.after
