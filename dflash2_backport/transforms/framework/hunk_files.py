@@ -16,6 +16,8 @@ import ast
 import re
 from importlib import resources
 
+from .edit import Hunk
+
 #: The release whose form the edits are written against.
 RELEASE = "0.27.1"
 
@@ -53,6 +55,13 @@ class HunkFiles:
 
     def __init__(self, package: str) -> None:
         self._hunks = resources.files(package) / "hunks"
+
+    def hunk(self, name: str, where: str, why: str) -> Hunk:
+        """The hunk `name` in 0.27.1's form, from its files: the code it
+        finds (None where it adds code of its own) and the code it leaves."""
+        shipped = self._hunks / file_name(name) / f"{RELEASE}.py"
+        before = self.shipped(name) if shipped.is_file() else None
+        return Hunk(name, where, before, self.patched(name), why)
 
     def shipped(self, hunk: str, release: str = RELEASE) -> str:
         """The hunk's code as `release` ships it."""
