@@ -56,3 +56,8 @@ def test_statements_of_a_hunk_keep_decorators_and_inner_blank_lines() -> None:
 
 def test_a_class_body_hunk_is_the_body_at_class_depth() -> None:
     assert class_body("class C(B):\n    def m(self):\n        pass\n") == "    def m(self):\n        pass\n"
+
+
+def test_statements_of_a_hunk_keep_the_comments_above_each() -> None:
+    code = "# why A\nA = frozenset(\n    {1}\n)\n\n\ndef f():\n    pass\n"
+    assert statements_of(code) == ["# why A\nA = frozenset(\n    {1}\n)\n", "def f():\n    pass\n"]

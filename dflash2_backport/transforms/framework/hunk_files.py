@@ -29,13 +29,18 @@ def file_name(hunk: str) -> str:
 
 
 def statements_of(code: str) -> list[str]:
-    """A hunk's top-level statements, each as the file writes it (from its
-    first decorator to its last line), in their order."""
+    """A hunk's top-level statements, each as the file writes it: the
+    comments right above it, its decorators and its lines, without the blank
+    lines that set it apart."""
     lines = code.splitlines(keepends=True)
-    return [
-        "".join(lines[_first_line(node) - 1 : node.end_lineno])
-        for node in ast.parse(code).body
-    ]
+    statements, start = [], 0
+    for node in ast.parse(code).body:
+        first = start
+        while first < _first_line(node) - 1 and not lines[first].strip():
+            first += 1
+        statements.append("".join(lines[first : node.end_lineno]))
+        start = node.end_lineno or start
+    return statements
 
 
 def class_body(code: str) -> str:

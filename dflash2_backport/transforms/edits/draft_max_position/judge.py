@@ -67,11 +67,11 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import textwrap
 
 from ...framework.edit import (
     Edit,
     Fix,
-    Hunk,
     Judged,
     Role,
     Site,
@@ -80,10 +80,10 @@ from ...framework.edit import (
     exactly_one,
     pending,
 )
+from ...framework.hunk_files import HunkFiles, statements_of
 from ...framework.judging import method_before, other_version, statement_beside
 from ...framework.meaning import function_of, meaning, parsed, same_meaning
 from ...framework.names import Readers, module_bindings
-from ...framework.in_place import changed
 from ...framework.source import Found, Path, Source
 from ...framework.vocabulary import State
 
@@ -97,30 +97,20 @@ SHARES = "draft_shares_target_positions"
 SHARES_ANCHOR = "use_dflash"
 PARAMETER = "any_rope_type"
 
-ROPE_TYPES_SOURCE = """\
-# RoPE types whose get_rope reads max_position_embeddings only to size the
-# cos_sin_cache: raising it changes no rotary frequency. The others size the
-# cache from original_max_position_embeddings (yarn, deepseek_yarn) or derive
-# frequencies from it (dynamic, longrope).
-_CACHE_ONLY_ROPE_TYPES = frozenset(
-    {"default", "linear", "llama3", "ntk", "proportional"}
-)
-"""
-ROPE_CHECK_SOURCE = '''\
-def _rope_only_sizes_cache(hf_config: "PretrainedConfig") -> bool:
-    """Whether every RoPE the config declares (one, or one per layer type)
-    reads max_position_embeddings only to size its cache."""
-    from vllm.transformers_utils.config import is_rope_parameters_nested
 
-    rope_parameters = getattr(hf_config, "rope_parameters", None)
-    if not isinstance(rope_parameters, dict):
-        return True
-    if is_rope_parameters_nested(rope_parameters):
-        every = [p for p in rope_parameters.values() if isinstance(p, dict) and p]
-    else:
-        every = [rope_parameters] if rope_parameters else []
-    return all(p.get("rope_type", "default") in _CACHE_ONLY_ROPE_TYPES for p in every)
-'''
+def _test_and_body(arm: str) -> tuple[str, str]:
+    """An `if` arm's test and its body, dedented, as code."""
+    (statement,) = ast.parse(arm).body
+    assert isinstance(statement, ast.If) and not statement.orelse
+    body = arm.splitlines(keepends=True)[statement.body[0].lineno - 1 :]
+    test = ast.get_source_segment(arm, statement.test)
+    assert test is not None
+    return test, textwrap.dedent("".join(body))
+
+
+#: Each hunk's code, as the release ships it and as the fix leaves it: hunks/.
+HUNKS = HunkFiles(__package__)
+ROPE_TYPES_SOURCE, ROPE_CHECK_SOURCE = statements_of(HUNKS.patched("rope types"))
 
 #: 0.27.1's signature of the helper, and the backport's.
 HELPER_SIGNATURE = (
@@ -128,134 +118,32 @@ HELPER_SIGNATURE = (
 )
 PARAMETER_SOURCE = f"{PARAMETER}: bool = False"
 HELPER_SIGNATURE_AFTER = HELPER_SIGNATURE.replace("int)", f"int, {PARAMETER_SOURCE})")
-EARLY_RETURN = """\
-if (
-    draft_max_position_embeddings is None
-    or draft_max_position_embeddings >= target_max_model_len
-):
-    return
-"""
-GUARD = f"""\
-if not {PARAMETER} and not {ROPE_CHECK}(draft_hf_config):
-    # The draft's RoPE reads max_position_embeddings for more than the size
-    # of its cache, so raising it would change the draft; VllmConfig limits
-    # max_model_len to the draft's instead.
-    return
-"""
+#: The helper's early return, and the guard the fix writes right after it.
+EARLY_RETURN = HUNKS.shipped("helper guard")
+GUARD = HUNKS.patched("helper guard").removeprefix(EARLY_RETURN)
 
-EAGLE_TEST = 'self.method in ("eagle", "eagle3")'
-_CALL = f"""\
-SpeculativeConfig.{HELPER}(
-    self.draft_model_config.hf_config,
-    self.target_model_config.max_model_len,{{extra}}
-)
-"""
-EAGLE_CALL = _CALL.format(extra="")
-EAGLE_CALL_AFTER = _CALL.format(extra=f"\n    {PARAMETER}=True,")
-EAGLE_ARM = f"if {EAGLE_TEST}:\n" + "".join(f"    {line}\n" for line in EAGLE_CALL.splitlines())
-EAGLE_ARM_AFTER = f"if {EAGLE_TEST}:\n" + "".join(
-    f"    {line}\n" for line in EAGLE_CALL_AFTER.splitlines()
-)
-DFLASH_ARM = (
-    "\n"
-    'if self.method == "dflash":\n'
-    "    # A DFlash draft shares the target's positions too (#57941). As in\n"
-    "    # 0.33.0, it is raised only where its RoPE types just size the cache;\n"
-    "    # VllmConfig caps max_model_len otherwise. EAGLE keeps 0.27.1's raise.\n"
-    + "".join(f"    {line}\n" for line in EAGLE_CALL.splitlines())
-)
+#: 0.27.1's EAGLE arm, and the fix's, with the DFlash arm right after it.
+EAGLE_ARM = HUNKS.shipped("dflash arm")
+EAGLE_ARM_AFTER = statements_of(HUNKS.patched("dflash arm"))[0]
+DFLASH_ARM = HUNKS.patched("dflash arm").removeprefix(EAGLE_ARM_AFTER)
+EAGLE_TEST, EAGLE_CALL = _test_and_body(EAGLE_ARM)
 ARGUMENT_SOURCE = f"{PARAMETER}=True"
 
 # -- vLLM 0.26.0's form: no helper and no EAGLE arm to change ------------------
 
 HELPER_ANCHOR_0260 = "_verify_and_get_draft_tp"
 WRAP_TEST = 'self.method in ("eagle", "eagle3", "dflash")'
-GUARD_0260 = changed(GUARD, (f"if not {PARAMETER} and not ", "if not "))
-HELPER_0260 = (
-    f"""\
-@staticmethod
-def {HELPER}(
-    draft_hf_config: PretrainedConfig,
-    target_max_model_len: int,
-) -> None:
-    \"\"\"Raise a draft's max_position_embeddings up to the target's
-    max_model_len where its RoPE only sizes the rotary cache.
+#: 0.33.0's helper, and the DFlash arm alone.
+HELPER_0260 = HUNKS.patched("helper guard", "0.26.0")
+DFLASH_ARM_0260 = HUNKS.patched("dflash arm", "0.26.0")
 
-    The V2 DFlash speculator feeds the draft positions up to the target's
-    max_model_len, while max_position_embeddings sizes the draft's
-    cos_sin_cache: a smaller value makes that gather go out of bounds.
-    vLLM 0.33.0's helper; in this release only DFlash drafts call it.
-    \"\"\"
-    draft_max_position_embeddings = getattr(
-        draft_hf_config, "max_position_embeddings", None
-    )
-"""
-    + "".join(f"    {line}\n" for line in (EARLY_RETURN + GUARD_0260).splitlines())
-    + """\
-    logger.info(
-        "Overriding draft model max_position_embeddings from %d to the "
-        "target model's max_model_len (%d); the draft shares the target's "
-        "positional space.",
-        draft_max_position_embeddings,
-        target_max_model_len,
-    )
-    draft_hf_config.max_position_embeddings = target_max_model_len
-"""
-)
-DFLASH_ARM_0260 = changed(
-    DFLASH_ARM.lstrip("\n"),
-    ("positions too (#57941)", "positions (#57941)"),
-    (" EAGLE keeps 0.27.1's raise.", ""),
-)
-
-SHARES_SOURCE = f'''\
-def {SHARES}(self) -> bool:
-    """Whether the draft's max_position_embeddings is raised to the target's
-    max_model_len, so that the draft's length does not limit the target's:
-    an EAGLE draft always (as in 0.27.1), a DFlash draft where its RoPE
-    types only size the rotary cache (as in 0.33.0)."""
-    if self.draft_model_config is None:
-        return False
-    if self.method in ("eagle", "eagle3"):
-        return True
-    return self.method == "dflash" and {ROPE_CHECK}(
-        self.draft_model_config.hf_config
-    )
-'''
+SHARES_SOURCE = HUNKS.patched("shares positions")
 
 CONFIG_CLASS = "VllmConfig"
 LIMIT = "_limit_max_model_len_to_draft"
 LIMIT_ANCHOR = "_get_v2_model_runner_unsupported_features"
-LIMIT_SOURCE = f'''\
-def {LIMIT}(self) -> None:
-    """Lower max_model_len to a DFlash draft's on the V2 model runner, which
-    cannot serve longer sequences where the draft's max_position_embeddings
-    was not raised to the target's (its RoPE derives from it)."""
-    spec_config = self.speculative_config
-    if (
-        spec_config is None
-        or spec_config.method != "dflash"
-        or spec_config.draft_model_config is None
-        or self.model_config is None
-        or not self.use_v2_model_runner
-        or spec_config.{SHARES}()
-    ):
-        return
-    draft_max_model_len = spec_config.draft_model_config.max_model_len
-    target_max_model_len = self.model_config.max_model_len
-    if draft_max_model_len >= target_max_model_len:
-        return
-    logger.warning(
-        "The draft model's max_model_len (%d) is smaller than the target "
-        "model's (%d) and the V2 model runner can't skip speculation for "
-        "longer sequences; reducing max_model_len to %d.",
-        draft_max_model_len,
-        target_max_model_len,
-        draft_max_model_len,
-    )
-    self.model_config.max_model_len = draft_max_model_len
-'''
-LIMIT_CALL = f"self.{LIMIT}()"
+LIMIT_SOURCE = HUNKS.patched("max_model_len cap")
+LIMIT_CALL = HUNKS.patched("max_model_len cap call").strip()
 MOE_FLAG = "self.parallel_config.is_moe_model = self.model_config.is_moe"
 MODEL_CONFIG_TEST = "self.model_config is not None"
 
@@ -265,51 +153,39 @@ _WHY = (
     "raised to the target's `max_model_len` where its RoPE only sizes the "
     "cache, and `max_model_len` is capped to the draft's otherwise."
 )
-ROPE_HUNK = Hunk(
+ROPE_HUNK = HUNKS.hunk(
     "rope types",
     f"module level, right before `class {CLASS}`",
-    None,
-    ROPE_TYPES_SOURCE + "\n\n" + ROPE_CHECK_SOURCE,
     _WHY,
 )
-GUARD_HUNK = Hunk(
+GUARD_HUNK = HUNKS.hunk(
     "helper guard",
     f"{CLASS}.{HELPER}: a last parameter, and a return right after its early one; "
     f"on vLLM 0.26.0, which has no such helper, the whole of 0.33.0's, right before "
     f"{HELPER_ANCHOR_0260}",
-    EARLY_RETURN,
-    EARLY_RETURN + GUARD,
     _WHY,
 )
-ARMS_HUNK = Hunk(
+ARMS_HUNK = HUNKS.hunk(
     "dflash arm",
     f"{CLASS}.__post_init__, the `if {EAGLE_TEST}:` arm that calls {HELPER}, "
     "and right after it; on vLLM 0.26.0, which has no such arm, the DFlash arm "
     f"alone, right before the `if {WRAP_TEST}:` that wraps the draft's hf_config",
-    EAGLE_ARM,
-    EAGLE_ARM_AFTER + DFLASH_ARM,
     _WHY,
 )
-SHARES_HUNK = Hunk(
+SHARES_HUNK = HUNKS.hunk(
     "shares positions",
     f"class {CLASS}, right before {SHARES_ANCHOR}",
-    None,
-    SHARES_SOURCE,
     _WHY,
 )
-LIMIT_HUNK = Hunk(
+LIMIT_HUNK = HUNKS.hunk(
     "max_model_len cap",
     f"class {CONFIG_CLASS}, right before {LIMIT_ANCHOR}",
-    None,
-    LIMIT_SOURCE,
     _WHY,
 )
-LIMIT_CALL_HUNK = Hunk(
+LIMIT_CALL_HUNK = HUNKS.hunk(
     "max_model_len cap call",
     f"{CONFIG_CLASS}.__post_init__, right after the `if {MODEL_CONFIG_TEST}:` "
     "block that sets `is_moe_model`",
-    None,
-    "\n" + LIMIT_CALL + "\n",
     _WHY,
 )
 
