@@ -68,6 +68,14 @@ class HunkFiles:
         before = self.shipped(name) if shipped.is_file() else None
         return Hunk(name, where, before, self.patched(name), why)
 
+    def forms(self, hunk: str, *releases: str) -> list[tuple[str, str, str]]:
+        """The hunk in other releases' forms, as `in_place.judge_definition`
+        takes them: ("vLLM X", its code as X ships it, as the fix leaves it)."""
+        return [
+            (f"vLLM {release}", self.shipped(hunk, release), self.patched(hunk, release))
+            for release in releases
+        ]
+
     def shipped(self, hunk: str, release: str = RELEASE) -> str:
         """The hunk's code as `release` ships it."""
         return self._read(hunk, f"{release}.py")
