@@ -165,11 +165,11 @@ def test_a_changed_codemod_judges_the_files_again(site: Path, tmp_path: Path) ->
     assert check() == 1
     # The causality edit now expects another 0.27.1 fallback: the pristine
     # function is no longer one it knows, so a fresh judgement is drift.
-    declarations = copy / "dflash2_backport/transforms/edits/causality/judge.py"
-    source = declarations.read_text()
-    fallback = "layer_types[layer_idx] == _SLIDING_ATTENTION\n'''\nNEW_FUNCTION"
+    shipped = copy / "dflash2_backport/transforms/edits/causality/hunks/is_causal_first/0.27.1.py"
+    source = shipped.read_text()
+    fallback = "layer_types[layer_idx] == _SLIDING_ATTENTION\n"
     assert source.count(fallback) == 1
-    declarations.write_text(
+    shipped.write_text(
         source.replace(fallback, fallback.replace("_SLIDING_ATTENTION", "_FULL_ATTENTION"))
     )
     assert check() == 2

@@ -27,7 +27,8 @@ from __future__ import annotations
 import ast
 import dataclasses
 
-from ...framework.edit import Edit, Hunk, Judged, Role, Site, applied, drift, exactly_one, pending
+from ...framework.edit import Edit, Judged, Role, Site, applied, drift, exactly_one, pending
+from ...framework.hunk_files import HunkFiles
 from ...framework.meaning import (
     code_statements,
     function_of,
@@ -39,33 +40,14 @@ from ...framework.meaning import (
 from ...framework.source import Found, Path, Source
 
 FUNCTION = "_dflash_layer_causal"
-OLD_FUNCTION = '''\
-def _dflash_layer_causal(config: Qwen3Config, layer_idx: int) -> bool:
-    """``dflash_config.causal`` overrides all layers; else only SWA layers causal."""
-    override = (getattr(config, "dflash_config", None) or {}).get("causal")
-    if override is not None:
-        return override
-    layer_types = getattr(config, "layer_types", None)
-    return bool(layer_types) and layer_types[layer_idx] == _SLIDING_ATTENTION
-'''
-NEW_FUNCTION = '''\
-def _dflash_layer_causal(config: Qwen3Config, layer_idx: int) -> bool:
-    """Resolve explicit causality before falling back to legacy layer defaults."""
-    is_causal = getattr(config, "is_causal", None)
-    if is_causal is not None:
-        return bool(is_causal)
-    override = (getattr(config, "dflash_config", None) or {}).get("causal")
-    if override is not None:
-        return bool(override)
-    layer_types = getattr(config, "layer_types", None)
-    return bool(layer_types) and layer_types[layer_idx] == _SLIDING_ATTENTION
-'''
+#: Each hunk's code as 0.27.1 ships it and as the edit leaves it: hunks/.
+HUNKS = HunkFiles(__package__)
+OLD_FUNCTION = HUNKS.shipped("is_causal first")
+NEW_FUNCTION = HUNKS.patched("is_causal first")
 
-HUNK = Hunk(
+HUNK = HUNKS.hunk(
     "is_causal first",
     f"the module-level function {FUNCTION}, judged whole",
-    OLD_FUNCTION,
-    NEW_FUNCTION,
     "A DFlash2 config states `is_causal` at the top level; 0.27.1 would infer "
     '"causal" from its sliding-window layers, a silently worse draft.',
 )
