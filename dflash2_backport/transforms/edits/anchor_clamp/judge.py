@@ -42,7 +42,8 @@ from __future__ import annotations
 
 import ast
 
-from ...framework.edit import Edit, Fix, Hunk, Judged, Role, Site, applied, drift, pending
+from ...framework.edit import Edit, Fix, Judged, Role, Site, applied, drift, pending
+from ...framework.hunk_files import HunkFiles
 from ..gumbel.judge import Functions
 from ...framework.judging import kept_while_used, other_version
 from ...framework.names import Readers, module_bindings
@@ -59,26 +60,14 @@ INLINE_ANCHOR = "_resolve_layer_attention"
 INLINE_MODEL, INLINE_WIDTH = "DFlashQwen3Model", "fc_input_size"
 #: Module-level names the new function reads.
 NEEDS = ("torch",)
-FUNCTION = '''\
-def dflash_anchors_in_vocab(
-    anchor_token_ids: torch.Tensor, vocab_size: int
-) -> torch.Tensor:
-    """Anchor (bonus) token ids clamped into a draft's vocabulary.
+#: Each hunk's code as 0.27.1 ships it and as the edit leaves it: hunks/.
+HUNKS = HunkFiles(__package__)
+FUNCTION = HUNKS.patched("anchor clamp")
 
-    A request still in chunked prefill anchors its draft block on its next
-    prompt token, which can lie past the draft's vocabulary (a multimodal
-    placeholder, say). A draft that looks the anchor up in tables of its own
-    must keep it in range; that request's draft is discarded anyway.
-    """
-    return anchor_token_ids.clamp(0, vocab_size - 1)
-'''
-
-HUNK = Hunk(
+HUNK = HUNKS.hunk(
     "anchor clamp",
     f"module level, right before `def {ANCHOR}` (in vLLM 0.26.0, which computes that "
     f"width inline, before `def {INLINE_ANCHOR}`)",
-    None,
-    FUNCTION,
     "A DFlash2 draft's anchor (a chunked prefill's next prompt token, which "
     "can lie past the draft's vocabulary) is clamped before the candidate "
     "selector looks it up, as in vLLM 0.34.0: out of range, it crashes the "
