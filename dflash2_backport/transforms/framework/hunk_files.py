@@ -28,14 +28,14 @@ def file_name(hunk: str) -> str:
     return re.sub(r"[^0-9a-z]+", "_", hunk.lower()).strip("_")
 
 
-def statements_of(code: str) -> list[str]:
+def statements_of(code: str, comments: bool = True) -> list[str]:
     """A hunk's top-level statements, each as the file writes it: the
-    comments right above it, its decorators and its lines, without the blank
-    lines that set it apart."""
+    comments right above it (unless `comments` is false), its decorators and
+    its lines, without the blank lines that set it apart."""
     lines = code.splitlines(keepends=True)
     statements, start = [], 0
     for node in ast.parse(code).body:
-        first = start
+        first = start if comments else _first_line(node) - 1
         while first < _first_line(node) - 1 and not lines[first].strip():
             first += 1
         statements.append("".join(lines[first : node.end_lineno]))

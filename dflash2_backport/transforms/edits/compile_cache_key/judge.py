@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import ast
 
-from ...framework.edit import Edit, Fix, Hunk, Judged, Role, drift, exactly_one
+from ...framework.edit import Edit, Fix, Judged, Role, drift, exactly_one
+from ...framework.hunk_files import HunkFiles, statements_of
 from ...framework.judging import statement_beside
 from ...framework.meaning import parsed, same_meaning
 from ...framework.source import Source
@@ -38,28 +39,16 @@ from ...framework.vocabulary import State
 CLASS = "SpeculativeConfig"
 METHOD = "compute_hash"
 ANCHOR = "hash_str = safe_hash(str(factors).encode(), usedforsecurity=False).hexdigest()"
-FACTOR = """\
-if (
-    self.method == "dflash"
-    and self.draft_model_config is not None
-    and "DFlash2DraftModel" in (self.draft_model_config.architectures or [])
-):
-    factors.append(self.num_speculative_tokens)
-"""
 K_FACTOR = "factors.append(self.num_speculative_tokens)"
-FACTOR_SOURCE = (
-    "\n"
-    "# A DFlash2 draft bakes its block size (num_speculative_tokens + 1) into\n"
-    "# its compiled graph: without it in the key, engines with different\n"
-    "# numbers of speculative tokens would share one compiled artefact.\n"
-    + FACTOR
-)
+#: Each hunk's code as 0.27.1 ships it and as the edit leaves it: hunks/.
+HUNKS = HunkFiles(__package__)
+FACTOR_SOURCE = HUNKS.patched("speculative tokens factor")
+#: The factor's statement, without the comment above it.
+(FACTOR,) = statements_of(FACTOR_SOURCE, comments=False)
 
-HUNK = Hunk(
+HUNK = HUNKS.hunk(
     "speculative tokens factor",
     f"{CLASS}.{METHOD}, right before `{ANCHOR}`",
-    None,
-    FACTOR_SOURCE,
     "A DFlash2 draft's compiled graph bakes in `num_speculative_tokens + 1`; "
     "without `k` in the compile-cache key, k=7 would reuse the graph compiled "
     "for k=3.",
