@@ -36,43 +36,17 @@ Reverted, the method and its call go, each with the comment above it.
 
 from __future__ import annotations
 
-from ...framework.edit import Edit, Fix, Hunk, Judged, Role
+from ...framework.edit import Edit, Fix, Judged, Role
+from ...framework.hunk_files import HunkFiles
 from ...framework.judging import is_call_of, method_before, statement_beside
 from ..refusals.judge import CONFIG, CONFIG_CLASS, _config_parts
 from ...framework.source import Source
 
 NAME = "_cap_dflash_draft_seqs"
 ANCHOR = "_set_max_num_scheduled_tokens"
-METHOD_SOURCE = f'''\
-def {NAME}(self) -> None:
-    """Cap the requests that run at once to what a DFlash draft pass has
-    rows for: num_speculative_tokens + 1 query rows each, in buffers of
-    max_num_batched_tokens rows."""
-    spec = self.speculative_config
-    if spec is None or spec.method != "dflash" or not spec.num_speculative_tokens:
-        return
-    query_rows = spec.num_speculative_tokens + 1
-    max_num_batched_tokens = self.scheduler_config.max_num_batched_tokens
-    max_draft_seqs = max_num_batched_tokens // query_rows
-    max_num_seqs = self.scheduler_config.max_num_seqs
-    if max_draft_seqs >= max_num_seqs:
-        return
-    if max_draft_seqs == 0:
-        raise ValueError(
-            f"The DFlash draft pass needs {{query_rows}} query tokens per request, "
-            f"more than max_num_batched_tokens={{max_num_batched_tokens}}. Increase "
-            "max_num_batched_tokens or decrease num_speculative_tokens."
-        )
-    logger.warning_once(
-        "The DFlash draft pass needs %d query tokens per request within "
-        "max_num_batched_tokens=%d. Overriding max_num_seqs from %d to %d.",
-        query_rows,
-        max_num_batched_tokens,
-        max_num_seqs,
-        max_draft_seqs,
-    )
-    self.scheduler_config.max_num_seqs = max_draft_seqs
-'''
+#: Each hunk's code as 0.27.1 ships it and as the edit leaves it: hunks/.
+HUNKS = HunkFiles(__package__)
+METHOD_SOURCE = HUNKS.patched("draft request cap")
 
 WHY = (
     "At most max_num_batched_tokens // (num_speculative_tokens + 1) requests "
@@ -80,18 +54,14 @@ WHY = (
     "gives each request K + 1 query rows in buffers of max_num_batched_tokens "
     "rows, which many requests of a token or two each overflow."
 )
-METHOD = Hunk(
+METHOD = HUNKS.hunk(
     "draft request cap",
     f"class {CONFIG_CLASS}, right before {ANCHOR}",
-    None,
-    METHOD_SOURCE,
     WHY,
 )
-CALL = Hunk(
+CALL = HUNKS.hunk(
     "draft request cap call",
     f"{CONFIG_CLASS}.__post_init__, right before `self.{ANCHOR}()`",
-    None,
-    f"\nself.{NAME}()\n",
     WHY,
 )
 
