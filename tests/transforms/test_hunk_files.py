@@ -11,7 +11,12 @@ import pytest
 
 import dflash2_backport
 from dflash2_backport.transforms import EDITS
-from dflash2_backport.transforms.framework.hunk_files import class_body, file_name, statements_of
+from dflash2_backport.transforms.framework.hunk_files import (
+    class_body,
+    file_name,
+    out_of_class,
+    statements_of,
+)
 
 EDITS_DIRECTORY = Path(dflash2_backport.__file__).resolve().parent / "transforms" / "edits"
 HUNK_FILES = sorted(EDITS_DIRECTORY.glob("*/hunks/**/*.*"))
@@ -61,3 +66,8 @@ def test_a_class_body_hunk_is_the_body_at_class_depth() -> None:
 def test_statements_of_a_hunk_keep_the_comments_above_each() -> None:
     code = "# why A\nA = frozenset(\n    {1}\n)\n\n\ndef f():\n    pass\n"
     assert statements_of(code) == ["# why A\nA = frozenset(\n    {1}\n)\n", "def f():\n    pass\n"]
+
+
+def test_a_method_out_of_its_class_keeps_its_docstrings_later_lines_as_content() -> None:
+    code = 'class C(B):\n    def m(self):\n        """One.\n\n        Two.\n        """\n        return 1\n'
+    assert out_of_class(code) == 'def m(self):\n    """One.\n\n        Two.\n        """\n    return 1\n'

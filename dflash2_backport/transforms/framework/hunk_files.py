@@ -13,7 +13,9 @@ through importlib.resources wherever the package is installed.
 from __future__ import annotations
 
 import ast
+import io
 import re
+import tokenize
 from importlib import resources
 
 from .edit import Hunk
@@ -49,6 +51,23 @@ def class_body(code: str) -> str:
     header, body = code.split("\n", 1)
     assert header.startswith("class ") and header.endswith(":"), header
     return body
+
+
+def out_of_class(code: str) -> str:
+    """A hunk written inside its class, taken out to module level: its code
+    dedented by the class body's indentation, but not the lines inside a
+    string, which are the string's content (a docstring's later lines keep
+    the depth they have in the class)."""
+    body = class_body(code)
+    depth = len(body) - len(body.lstrip(" "))
+    content = set()
+    for token in tokenize.generate_tokens(io.StringIO(body).readline):
+        if token.type == tokenize.STRING:
+            content.update(range(token.start[0] + 1, token.end[0] + 1))
+    return "".join(
+        line if number in content else line[depth:] if line.strip() else line
+        for number, line in enumerate(body.splitlines(keepends=True), start=1)
+    )
 
 
 def _first_line(node: ast.stmt) -> int:

@@ -43,6 +43,7 @@ import ast
 import dataclasses
 
 from ...framework.edit import Edit, Hunk, Judged, Role, Site, applied, drift, exactly_one, pending
+from ...framework.hunk_files import HunkFiles, out_of_class, statements_of
 from ...framework.judging import is_attribute, method_before
 from ...framework.meaning import same_meaning
 from ...framework.source import BLOCKS, Found, Path, Source, shares_a_line
@@ -51,48 +52,24 @@ SPECULATOR = "DraftModelSpeculator"
 ALLOCATING_METHOD = "__init__"
 ANCHOR_METHOD = "_validate_local_argmax_reduction"
 HOOK = "draft_logits_spec"
-ZEROS_ALLOCATION = """
-self.draft_logits = torch.zeros(
-    self.max_num_reqs,
-    self.num_speculative_steps,
-    self.vocab_size,
-    dtype=torch.float32,
-    device=device,
+#: Each hunk's code as 0.27.1 ships it and as the edit leaves it: hunks/.
+HUNKS = HunkFiles(__package__)
+ZEROS_ALLOCATION = HUNKS.shipped("cached proposal distribution is speculator-shaped")
+#: 0.27.1's zeros allocation becomes the hook's lookup and a full allocation.
+SPEC_LOOKUP, FULL_ALLOCATION = statements_of(
+    HUNKS.patched("cached proposal distribution is speculator-shaped")
 )
-"""
-SPEC_LOOKUP = f"dtype, fill = self.{HOOK}(vllm_config)\n"
-FULL_ALLOCATION = """\
-self.draft_logits = torch.full(
-    (
-        self.max_num_reqs,
-        self.num_speculative_steps,
-        self.vocab_size,
-    ),
-    fill,
-    dtype=dtype,
-    device=device,
-)
-"""
-# Docstring lines after the first are string content, not indentation: they
-# are written here as they must read inside the class.
-HOOK_SOURCE = (
-    f"def {HOOK}(self, vllm_config: VllmConfig) -> tuple[torch.dtype, float]:\n"
-    '    """Dtype and fill for the cached proposal distribution.\n'
-    "\n"
-    "        Speculators that write only a subset of columns each step override this.\n"
-    '        """\n'
-    "    return torch.float32, 0.0\n"
-)
+#: The hook, out of the class its file writes it in (its docstring's later
+#: lines keep the class's depth: they are string content).
+HOOK_SOURCE = out_of_class(HUNKS.patched("draft_logits_spec default"))
 
 _WHY = (
     "`draft_logits_spec` lets a speculator choose its cached distribution's "
     "dtype and fill: DFlash2 writes only K columns and needs `-inf`, not `0.0`."
 )
-BUFFER = Hunk(
+BUFFER = HUNKS.hunk(
     "cached proposal distribution is speculator-shaped",
     f"{SPECULATOR}.{ALLOCATING_METHOD}, the one assignment of self.draft_logits",
-    ZEROS_ALLOCATION,
-    SPEC_LOOKUP + FULL_ALLOCATION,
     _WHY,
 )
 HOOK_METHOD = Hunk(
