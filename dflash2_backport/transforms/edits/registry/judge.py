@@ -20,16 +20,35 @@ import ast
 import dataclasses
 
 from ...framework.edit import Edit, Hunk, Judged, Role, Site, applied, drift, exactly_one, pending
+from ...framework.hunk_files import HunkFiles
 from ...framework.meaning import same_meaning
 from ...framework.source import Found, Source, shares_a_line
 
-ANCHOR_KEY = "DFlashDraftModel"
-ANCHOR_VALUE = '("qwen3_dflash", "DFlashQwen3ForCausalLM")'
-ENTRY_KEY = "DFlash2DraftModel"
-ENTRY_VALUE = '("qwen3_dflash2", "DFlash2Qwen3ForCausalLM")'
+#: The table's excerpt as 0.27.1 ships it and as the edit leaves it: hunks/.
+HUNKS = HunkFiles(__package__)
+_NAME = "DFlash2DraftModel entry"
+
+
+def _entries(code: str) -> dict[str, str]:
+    """An excerpt's entries: each key, and its value as the code writes it."""
+    (assignment,) = ast.parse(code).body
+    assert isinstance(assignment, ast.Assign) and isinstance(assignment.value, ast.Dict)
+    table = assignment.value
+    return {
+        key.value: ast.get_source_segment(code, value) or ""
+        for key, value in zip(table.keys, table.values)
+        if isinstance(key, ast.Constant)
+    }
+
+
+#: The entry the edit's entry follows, and the edit's entry.
+((ANCHOR_KEY, ANCHOR_VALUE),) = _entries(HUNKS.shipped(_NAME)).items()
+((ENTRY_KEY, ENTRY_VALUE),) = (
+    (key, value) for key, value in _entries(HUNKS.patched(_NAME)).items() if key != ANCHOR_KEY
+)
 
 HUNK = Hunk(
-    "DFlash2DraftModel entry",
+    _NAME,
     f"the module-level model table with the {ANCHOR_KEY!r} entry, right after that entry",
     None,
     f'"{ENTRY_KEY}": {ENTRY_VALUE}',
