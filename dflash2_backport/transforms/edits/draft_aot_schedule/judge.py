@@ -46,7 +46,8 @@ from __future__ import annotations
 
 import ast
 
-from ...framework.edit import Edit, Fix, Hunk, Judged, Role, applied, drift, exactly_one, pending
+from ...framework.edit import Edit, Fix, Judged, Role, applied, drift, exactly_one, pending
+from ...framework.hunk_files import HunkFiles
 from ...framework.judging import kept_while_used
 from ...framework.meaning import same_meaning
 from ...framework.names import Readers, attribute_setters, module_bindings, one_name_a_line, origin_words
@@ -58,54 +59,29 @@ SPECULATOR = "DFlashSpeculator"
 METHOD = "set_attn"
 NAME = "get_kv_cache_spec_sliding_window"
 ORIGIN = f"vllm.v1.kv_cache_interface.{NAME}"
-IMPORT_0271 = "from vllm.v1.kv_cache_interface import KVCacheConfig\n"
-IMPORT_FIXED = f"""\
-from vllm.v1.kv_cache_interface import (
-    KVCacheConfig,
-    {NAME},
-)
-"""
+#: Each hunk's code as 0.27.1 ships it and as the edit leaves it: hunks/.
+HUNKS = HunkFiles(__package__)
+IMPORT_0271 = HUNKS.shipped("import get_kv_cache_spec_sliding_window")
+IMPORT_FIXED = HUNKS.patched("import get_kv_cache_spec_sliding_window")
 # The fix's import where the module imports one name a line.
 IMPORT_ONE_A_LINE = IMPORT_0271 + f"from vllm.v1.kv_cache_interface import {NAME}\n"
-SUPER_CALL = """\
-super().set_attn(
-    model_state,
-    kv_cache_config,
-    block_tables,
-    target_input_buffers,
-    target_attn_groups,
-)
-"""
-LOOP = f"""
-# FA3's ahead-of-time split schedule is wrong for a windowed drafter, and
-# FlashAttention's builder keeps it on or turns it off depending on the
-# windows of the other FlashAttention layers: turn it off here.
-for groups in self.attn_groups:
-    for group in groups:
-        builder = group.get_metadata_builder()
-        if getattr(builder, "aot_schedule", False) and (
-            {NAME}(builder.kv_cache_spec)
-        ):
-            builder.aot_schedule = False  # type: ignore[attr-defined]
-"""
+SUPER_CALL = HUNKS.shipped("AOT schedule off for sliding-window draft groups")
+#: The loop the fix writes right after the call.
+LOOP = HUNKS.patched("AOT schedule off for sliding-window draft groups").removeprefix(SUPER_CALL)
 
 _WHY = (
     "FA3's ahead-of-time split schedule is turned off for the draft's "
     "sliding-window attention groups, as in vLLM 0.30.0: left on, a windowed "
     "drafter's acceptance collapses or the combine kernel faults."
 )
-IMPORT = Hunk(
+IMPORT = HUNKS.hunk(
     "import get_kv_cache_spec_sliding_window",
     "module level, the import of KVCacheConfig from vllm.v1.kv_cache_interface",
-    IMPORT_0271,
-    IMPORT_FIXED,
     _WHY,
 )
-AOT_OFF = Hunk(
+AOT_OFF = HUNKS.hunk(
     "AOT schedule off for sliding-window draft groups",
     f"{SPECULATOR}.{METHOD}, right after its `super().{METHOD}(...)` call",
-    SUPER_CALL,
-    SUPER_CALL + LOOP,
     _WHY,
 )
 
