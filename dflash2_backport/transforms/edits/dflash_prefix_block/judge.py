@@ -47,85 +47,42 @@ from __future__ import annotations
 import ast
 
 from ...framework.edit import Edit, Fix, Hunk, Judged, Role, drift, exactly_one
+from ...framework.hunk_files import HunkFiles
 from ...framework.names import attribute_setters
-from ...framework.in_place import Run, changed, judge_run
+from ...framework.in_place import Run, judge_run
 from ...framework.source import Found, Source
 from ...framework.vocabulary import State
 
 SCHEDULER = "Scheduler"
 ATTRIBUTE = "use_eagle_block_drop"
 FLAG = f"self.{ATTRIBUTE}"
-FLAG_0271 = "self.use_eagle = False\n"
-ARM_0271 = """\
-if speculative_config.use_eagle():
-    self.use_eagle = True
-    self.num_lookahead_tokens = self.num_spec_tokens
-"""
-ARM_FIXED = (
-    ARM_0271
-    + f"""\
-    # DFlash and DSpark build a position's draft KV from the target's
-    # hidden state there alone, not from the token after it as EAGLE
-    # does: the last block of a prefix-cache hit is theirs to keep.
-    {FLAG} = not (
-        speculative_config.use_dflash() or speculative_config.use_dspark()
-    )
-"""
-)
-MANAGER_0271 = """\
-self.kv_cache_manager = KVCacheManager(
-    kv_cache_config=kv_cache_config,
-    max_model_len=self.max_model_len,
-    max_in_flight_tokens=vllm_config.max_in_flight_tokens,
-    enable_caching=self.cache_config.enable_prefix_caching,
-    use_eagle=self.use_eagle,
-    log_stats=self.log_stats,
-    enable_kv_cache_events=self.enable_kv_cache_events,
-    dcp_world_size=self.dcp_world_size,
-    pcp_world_size=1,
-    scheduler_block_size=self.block_size,
-    hash_block_size=hash_block_size,
-    metrics_collector=self.kv_metrics_collector,
-    watermark=self.scheduler_config.watermark,
-)
-"""
-BACK_OFF_0271 = """\
-if self.use_eagle:
-    last_cache_position = max(last_cache_position - block_size, 0)
-"""
-
+#: Each hunk's code as 0.27.1 ships it and as the edit leaves it: hunks/.
+HUNKS = HunkFiles(__package__)
+FLAG_0271 = HUNKS.shipped("drop flag")
 
 _WHY = (
     "A DFlash or DSpark draft keeps the last block of a prefix-cache hit, as "
     "in vLLM 0.33.0: its draft KV at a position depends on the target's "
     "hidden state alone, so EAGLE's drop only costs hits."
 )
-FLAG_INIT = Hunk(
+FLAG_INIT = HUNKS.hunk(
     "drop flag",
     f"{SCHEDULER}.__init__, right after `{FLAG_0271.strip()}`",
-    FLAG_0271,
-    FLAG_0271 + f"{FLAG} = False\n",
     _WHY,
 )
-DECIDED = Hunk(
+DECIDED = HUNKS.hunk(
     "drop decided by the method",
     f"{SCHEDULER}.__init__, the arm `if speculative_config.use_eagle():`",
-    ARM_0271,
-    ARM_FIXED,
     _WHY,
 )
-MANAGER = Hunk(
+MANAGER = HUNKS.hunk(
     "KV cache manager",
     f"{SCHEDULER}.__init__, the `KVCacheManager(...)` it builds",
-    MANAGER_0271,
-    changed(MANAGER_0271, ("use_eagle=self.use_eagle,", f"use_eagle={FLAG},")),
     _WHY,
 )
-BACK_OFF = Hunk(
+BACK_OFF = HUNKS.hunk(
     "Mamba checkpoint",
     f"{SCHEDULER}._mamba_block_aligned_split, the one-block back-off",
-    BACK_OFF_0271,
-    changed(BACK_OFF_0271, ("if self.use_eagle:", f"if {FLAG}:")),
     _WHY,
 )
 
