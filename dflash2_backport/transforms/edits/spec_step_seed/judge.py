@@ -55,7 +55,8 @@ from __future__ import annotations
 
 import ast
 
-from ...framework.edit import Edit, Fix, Hunk, Judged, Role, drift, exactly_one
+from ...framework.edit import Edit, Fix, Judged, Role, drift, exactly_one
+from ...framework.hunk_files import HunkFiles
 from ...framework.judging import kept_while_used
 from ...framework.names import Readers, binders
 from ...framework.in_place import Run, judge_run, judge_run_as
@@ -63,33 +64,8 @@ from ...framework.source import Source
 from ...framework.vocabulary import State
 
 NAME = "spec_step_seed"
-TL_RAND32_0271 = """\
-@triton.jit
-def tl_rand32(seed, offset, includes_zero: tl.constexpr):
-    u = tl.rand(seed, offset)
-    if not includes_zero:
-        u = tl.maximum(u, _TL_RAND_MIN)
-    return u
-"""
-SPEC_STEP_SEED = f'''
-
-@triton.jit
-def {NAME}(seed, step):
-    """The seed of a request's draws at one draft step: the step goes into the
-    seed's high 32 bits, so that each step of a block draws on a stream of its
-    own and a position drafted again at another step draws afresh."""
-    return seed ^ (tl.cast(step, tl.int64) << 32)
-'''
-IMPORT_0271 = (
-    "from vllm.v1.worker.gpu.sample.gumbel import gumbel_block_argmax, tl_rand32\n"
-)
-IMPORT_FIXED = f"""\
-from vllm.v1.worker.gpu.sample.gumbel import (
-    gumbel_block_argmax,
-    {NAME},
-    tl_rand32,
-)
-"""
+#: Each hunk's code as 0.27.1 ships it and as the edit leaves it: hunks/.
+HUNKS = HunkFiles(__package__)
 # isort's force-single-line, ruff's too, writes that import one name a line,
 # and puts the fix's name in its sorted place among them: a fork formatted so
 # gets the fix in its own style.
@@ -97,11 +73,6 @@ IMPORT_ONE_A_LINE = tuple(
     "".join(f"from vllm.v1.worker.gpu.sample.gumbel import {name}\n" for name in names)
     for names in (("gumbel_block_argmax", "tl_rand32"), ("gumbel_block_argmax", NAME, "tl_rand32"))
 )
-UNIFORM_0271 = "u = tl_rand32(seed, pos, includes_zero=False)\n"
-UNIFORM_FIXED = f"""\
-step_seed = {NAME}(seed, i) if USE_BLOCK_VERIFICATION else seed
-u = tl_rand32(step_seed, pos, includes_zero=False)
-"""
 
 _WHY = (
     "Block verification draws each draft step's acceptance uniform, and the "
@@ -109,25 +80,19 @@ _WHY = (
     "0.33.0: a position drafted again after a truncated block reuses draws "
     "that already decided, which biases the output."
 )
-STEP_SEED_HUNK = Hunk(
+STEP_SEED_HUNK = HUNKS.hunk(
     "spec_step_seed",
     "module level, right after `@triton.jit def tl_rand32`",
-    TL_RAND32_0271,
-    TL_RAND32_0271 + SPEC_STEP_SEED,
     _WHY,
 )
-IMPORT_HUNK = Hunk(
+IMPORT_HUNK = HUNKS.hunk(
     "imports spec_step_seed",
     "module level, `from vllm.v1.worker.gpu.sample.gumbel import ...`",
-    IMPORT_0271,
-    IMPORT_FIXED,
     _WHY,
 )
-UNIFORM_HUNK = Hunk(
+UNIFORM_HUNK = HUNKS.hunk(
     "block verification's uniform per step",
     "_rejection_kernel, its `u = tl_rand32(seed, pos, includes_zero=False)`",
-    UNIFORM_0271,
-    UNIFORM_FIXED,
     _WHY,
 )
 
