@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import io
 import re
+import textwrap
 import tokenize
 from importlib import resources
 
@@ -43,6 +44,17 @@ def statements_of(code: str, comments: bool = True) -> list[str]:
         statements.append("".join(lines[first : node.end_lineno]))
         start = node.end_lineno or start
     return statements
+
+
+def test_and_body(arm: str) -> tuple[str, str]:
+    """A hunk that is one `if` arm: its test and its body (dedented), each as
+    the file writes it."""
+    (statement,) = ast.parse(arm).body
+    assert isinstance(statement, ast.If) and not statement.orelse
+    test = ast.get_source_segment(arm, statement.test)
+    assert test is not None
+    body = arm.splitlines(keepends=True)[statement.body[0].lineno - 1 :]
+    return test, textwrap.dedent("".join(body))
 
 
 def class_body(code: str) -> str:

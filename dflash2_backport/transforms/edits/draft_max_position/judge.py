@@ -67,7 +67,6 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import textwrap
 
 from ...framework.edit import (
     Edit,
@@ -80,7 +79,7 @@ from ...framework.edit import (
     exactly_one,
     pending,
 )
-from ...framework.hunk_files import HunkFiles, statements_of
+from ...framework.hunk_files import HunkFiles, statements_of, test_and_body
 from ...framework.judging import method_before, other_version, statement_beside
 from ...framework.meaning import function_of, meaning, parsed, same_meaning
 from ...framework.names import Readers, module_bindings
@@ -96,17 +95,6 @@ ROPE_CHECK = "_rope_only_sizes_cache"
 SHARES = "draft_shares_target_positions"
 SHARES_ANCHOR = "use_dflash"
 PARAMETER = "any_rope_type"
-
-
-def _test_and_body(arm: str) -> tuple[str, str]:
-    """An `if` arm's test and its body, dedented, as code."""
-    (statement,) = ast.parse(arm).body
-    assert isinstance(statement, ast.If) and not statement.orelse
-    body = arm.splitlines(keepends=True)[statement.body[0].lineno - 1 :]
-    test = ast.get_source_segment(arm, statement.test)
-    assert test is not None
-    return test, textwrap.dedent("".join(body))
-
 
 #: Each hunk's code, as the release ships it and as the fix leaves it: hunks/.
 HUNKS = HunkFiles(__package__)
@@ -126,7 +114,7 @@ GUARD = HUNKS.patched("helper guard").removeprefix(EARLY_RETURN)
 EAGLE_ARM = HUNKS.shipped("dflash arm")
 EAGLE_ARM_AFTER = statements_of(HUNKS.patched("dflash arm"))[0]
 DFLASH_ARM = HUNKS.patched("dflash arm").removeprefix(EAGLE_ARM_AFTER)
-EAGLE_TEST, EAGLE_CALL = _test_and_body(EAGLE_ARM)
+EAGLE_TEST, EAGLE_CALL = test_and_body(EAGLE_ARM)
 ARGUMENT_SOURCE = f"{PARAMETER}=True"
 
 # -- vLLM 0.26.0's form: no helper and no EAGLE arm to change ------------------
