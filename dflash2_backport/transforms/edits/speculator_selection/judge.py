@@ -49,81 +49,49 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import textwrap
 from collections.abc import Sequence
 
 from ...framework.edit import Edit, Hunk, Judged, Role, Site, applied, drift, exactly_one, pending
+from ...framework.hunk_files import HunkFiles, out_of_class, statements_of, test_and_body
 from ...framework.judging import is_attribute, method_before
 from ...framework.meaning import meaning, same_meaning
 from ...framework.source import Found, Source
 
 SELECTOR = "init_speculator"
 DFLASH_TEST = 'speculative_config.method == "dflash"'
-DFLASH1_ARM = """
-from vllm.v1.worker.gpu.spec_decode.dflash.speculator import (
-    DFlashSpeculator,
-)
-
-return DFlashSpeculator(vllm_config, device)
-"""
-DFLASH2_TEST = (
-    '"DFlash2DraftModel" in speculative_config.draft_model_config.architectures'
-)
-DFLASH2_BRANCH_BODY = """\
-from vllm.v1.worker.gpu.spec_decode.dflash2.speculator import (
-    DFlash2Speculator,
-)
-
-return DFlash2Speculator(vllm_config, device)
-"""
-DFLASH2_SELECTION = f"if {DFLASH2_TEST}:\n" + textwrap.indent(DFLASH2_BRANCH_BODY, "    ")
-DFLASH2_ARM = DFLASH2_SELECTION + DFLASH1_ARM
+#: Each hunk's code as 0.27.1 ships it and as the edit leaves it: hunks/.
+HUNKS = HunkFiles(__package__)
+DFLASH1_ARM = HUNKS.shipped("select the DFlash2 speculator")
+DFLASH2_ARM = HUNKS.patched("select the DFlash2 speculator")
+#: The DFlash2 arm the edit writes before the DFlash1 one, its test and body.
+DFLASH2_SELECTION = DFLASH2_ARM.removesuffix(DFLASH1_ARM)
+DFLASH2_TEST, DFLASH2_BRANCH_BODY = test_and_body(DFLASH2_SELECTION)
 
 CONFIG_CLASS = "VllmConfig"
 RUNNER = "use_v2_model_runner"
 RUNNER_ANCHOR_METHOD = "_dflash_needs_multi_kv_group"
 HELPER = "_is_dflash2_draft"
 ANCHOR_BRANCH = f"if self.{RUNNER_ANCHOR_METHOD}():\n    return True\n"
-DFLASH2_BRANCH = f"if self.{HELPER}():\n    return True\n"
-DFLASH2_BRANCH_SOURCE = (
-    "\n"
-    "# The DFlash2 candidate selector exists only in the V2 speculator. On V1\n"
-    "# the same checkpoint drafts through DFlashProposer, which never calls\n"
-    "# it, so the draft degrades to DFlash1 silently. Force V2 as for dspark.\n"
-    + DFLASH2_BRANCH
-)
-# A docstring's continuation line is string content, not indentation: it is
-# written here as it must read inside the class.
-HELPER_SOURCE = (
-    f"def {HELPER}(self) -> bool:\n"
-    '    """Whether the DFlash draft is a DFlash2 one, by the architecture the\n'
-    '        speculator selects on (v1/worker/gpu/spec_decode/__init__.py)."""\n'
-    "    spec = self.speculative_config\n"
-    '    if spec is None or spec.method != "dflash":\n'
-    "        return False\n"
-    '    draft_config = getattr(spec, "draft_model_config", None)\n'
-    "    if draft_config is None:\n"
-    "        return False\n"
-    '    return "DFlash2DraftModel" in (draft_config.architectures or [])\n'
-)
+DFLASH2_BRANCH_SOURCE = HUNKS.patched("a DFlash2 draft forces the V2 model runner")
+#: The branch, without the comment above it.
+(DFLASH2_BRANCH,) = statements_of(DFLASH2_BRANCH_SOURCE, comments=False)
+#: The helper, out of the class its file writes it in (its docstring's later
+#: line keeps the class's depth: it is string content).
+HELPER_SOURCE = out_of_class(HUNKS.patched("DFlash2 draft detection"))
 
 _WHY = (
     "A DFlash2 draft gets `DFlash2Speculator`, and forces the V2 model runner "
     "where that speculator lives (on V1 it would silently draft as DFlash1)."
 )
-SELECTION = Hunk(
+SELECTION = HUNKS.hunk(
     "select the DFlash2 speculator",
     f"{SELECTOR}(), the arm of its if/elif chain that tests `{DFLASH_TEST}`",
-    DFLASH1_ARM,
-    DFLASH2_ARM,
     _WHY,
 )
-BRANCH = Hunk(
+BRANCH = HUNKS.hunk(
     "a DFlash2 draft forces the V2 model runner",
     f"{CONFIG_CLASS}.{RUNNER}, right after the "
     f"`if self.{RUNNER_ANCHOR_METHOD}(): return True` branch",
-    None,
-    DFLASH2_BRANCH_SOURCE,
     _WHY,
 )
 DETECTION = Hunk(
