@@ -36,65 +36,38 @@ import textwrap
 from typing import NamedTuple
 
 from ...framework.edit import Edit, Hunk, Judged, Role, Site, applied, drift, exactly_one, pending
+from ...framework.hunk_files import HunkFiles
 from ...framework.judging import is_attribute
 from ...framework.meaning import meaning, same_meaning
 from ...framework.names import class_bindings, may_bind, module_bindings
 from ...framework.source import Found, Path, Source
 from ...framework.vocabulary import State
 
-LAYER_CONSTRUCTION = """\
-self.layers = nn.ModuleList(
-    [
-        DFlashQwen3DecoderLayer(
-            current_vllm_config,
-            config=self.config,
-            layer_idx=layer_idx,
-            cache_config=current_vllm_config.cache_config,
-            quant_config=self.quant_config,
-            prefix=maybe_prefix(prefix, f"layers.{layer_idx + start_layer_id}"),
-        )
-        for layer_idx in range(self.config.num_hidden_layers)
-    ]
-)
-"""
-MODEL_CONSTRUCTION = """\
-self.model = DFlashQwen3Model(
-    vllm_config=vllm_config,
-    prefix=maybe_prefix(prefix, "model"),
-    start_layer_id=target_layer_num,
-)
-"""
+#: Each hunk's code as 0.27.1 ships it and as the edit leaves it: hunks/.
+HUNKS = HunkFiles(__package__)
 
 _WHY = (
     "`decoder_layer_cls` and `model_cls` let DFlash2 substitute its own layer "
     "and model instead of copying the DFlash1 model."
 )
-LAYER_ATTRIBUTE = Hunk(
+LAYER_ATTRIBUTE = HUNKS.hunk(
     "decoder_layer_cls attribute",
     "class DFlashQwen3Model, first in its body",
-    None,
-    "decoder_layer_cls = DFlashQwen3DecoderLayer\n",
     _WHY,
 )
-LAYERS = Hunk(
+LAYERS = HUNKS.hunk(
     "layers via decoder_layer_cls",
     "DFlashQwen3Model.__init__, the one `self.layers = ...`",
-    LAYER_CONSTRUCTION,
-    LAYER_CONSTRUCTION.replace("        DFlashQwen3DecoderLayer(", "        self.decoder_layer_cls("),
     _WHY,
 )
-MODEL_ATTRIBUTE = Hunk(
+MODEL_ATTRIBUTE = HUNKS.hunk(
     "model_cls attribute",
     "class DFlashQwen3ForCausalLM, first in its body",
-    None,
-    "model_cls = DFlashQwen3Model\n",
     _WHY,
 )
-MODEL = Hunk(
+MODEL = HUNKS.hunk(
     "model via model_cls",
     "DFlashQwen3ForCausalLM.__init__, the one `self.model = ...`",
-    MODEL_CONSTRUCTION,
-    MODEL_CONSTRUCTION.replace("DFlashQwen3Model(", "self.model_cls("),
     _WHY,
 )
 
