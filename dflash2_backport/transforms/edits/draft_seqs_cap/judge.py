@@ -39,7 +39,7 @@ from __future__ import annotations
 from ...framework.edit import Edit, Fix, Judged, Role
 from ...framework.hunk_files import HunkFiles
 from ...framework.judging import is_call_of, method_before, statement_beside
-from ..refusals.judge import CONFIG, CONFIG_CLASS, _config_parts
+from ...framework.config_methods import CONFIG, CONFIG_CLASS, config_parts
 from ...framework.source import Source
 
 NAME = "_cap_dflash_draft_seqs"
@@ -67,7 +67,7 @@ CALL = HUNKS.hunk(
 
 
 def judge(source: Source) -> dict[str, Judged]:
-    parts = _config_parts(source)
+    parts = config_parts(source)
     if isinstance(parts, Judged):
         return {METHOD.name: parts, CALL.name: parts}
     cls, post_init = parts
