@@ -55,7 +55,7 @@ import ast
 import dataclasses
 
 from ..anchor_clamp.judge import ANCHOR, INLINE_ANCHOR, placed_before_anchor
-from ...framework.edit import Edit, Fix, Hunk, Judged, Role, Site, applied, drift, pending
+from ...framework.edit import Edit, Fix, Judged, Role, Site, applied, drift, pending
 from ...framework.hunk_files import HunkFiles, statements_of
 from ...framework.judging import kept_while_used
 from ...framework.meaning import parsed, same_meaning
@@ -111,20 +111,16 @@ _WHY = (
     "custom op, as from vLLM 0.31.0) instead of Inductor's fused torch form, "
     "which took 113 us of a step on an H100 against 0.34.0's kernel's 31 us."
 )
-IMPORTS_HUNK = Hunk(
+IMPORTS_HUNK = HUNKS.hunk(
     "imports",
     "module level, among the `from vllm...` imports where isort puts them "
     f"(before the first whose module sorts after `{IMPORTS_SORT_AFTER}`)",
-    None,
-    HUNKS.patched("imports"),
     _WHY,
 )
-KERNEL_HUNK = Hunk(
+KERNEL_HUNK = HUNKS.hunk(
     "grouped conv kernel",
     f"module level, right before `def {ANCHOR}` (in vLLM 0.26.0, before "
     f"`def {INLINE_ANCHOR}`)",
-    None,
-    HUNKS.patched("grouped conv kernel"),
     _WHY,
 )
 

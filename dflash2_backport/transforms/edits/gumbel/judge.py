@@ -34,7 +34,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 
-from ...framework.edit import Edit, Hunk, Judged, Role, Site, applied, drift, pending
+from ...framework.edit import Edit, Judged, Role, Site, applied, drift, pending
 from ...framework.hunk_files import HunkFiles
 from ...framework.judging import is_attribute, kept_while_used, other_version
 from ...framework.names import Readers, module_bindings
@@ -44,18 +44,16 @@ NAME = "gumbel_noised_argmax"
 ANCHOR = "gumbel_block_argmax"
 #: Module-level names the new function's body reads.
 NEEDS = ("tl", "tldevice", "triton", "tl_rand32", "tl_rand64")
-HUNKS = HunkFiles(__package__)
 #: The function as the edit inserts it: hunks/gumbel_noised_argmax/.
-GUMBEL_NOISED_ARGMAX = HUNKS.patched(NAME)
+HUNKS = HunkFiles(__package__)
 
-HUNK = Hunk(
+HUNK = HUNKS.hunk(
     NAME,
     f"module level, right before `@triton.jit def {ANCHOR}`",
-    None,
-    GUMBEL_NOISED_ARGMAX,
     "`gumbel_noised_argmax` lets the selector's walk draw the same Gumbel noise "
     "as verification does.",
 )
+GUMBEL_NOISED_ARGMAX = HUNK.after
 
 
 @dataclasses.dataclass(kw_only=True, eq=False)
