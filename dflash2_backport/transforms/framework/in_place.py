@@ -2,7 +2,8 @@
 
 A fix changes a few statements inside code 0.27.1 already has: a kernel
 hardened, a loop added after a call, a keyword passed on. Its hunk gives the
-code whole, as 0.27.1 has it (`before`) and as the fix leaves it (`after`):
+code whole, as 0.27.1 has it (`before`) and as the fix leaves it (`after`),
+each a file of the edit's (hunk_files.py):
 a whole function, or a run of consecutive statements that holds the change
 and the statement it hangs on. That one pair is the whole definition:
 
@@ -48,17 +49,6 @@ class Run(Site):
     #: own (another release's base form: `judge_definition`'s `forms`).
     before: str | None = None
     after: str | None = None
-
-
-def changed(code: str, *changes: tuple[str, str]) -> str:
-    """Declared code derived from other declared code (the fix's form from
-    0.27.1's, another release's from 0.27.1's): each (old, new) made in
-    turn, each `old` there exactly once, so a reference that moves fails at
-    import rather than deriving something else."""
-    for old, new in changes:
-        assert code.count(old) == 1, old
-        code = code.replace(old, new)
-    return code
 
 
 def shared_line(nodes: Sequence[ast.stmt]) -> ast.stmt | None:
