@@ -3,15 +3,15 @@
 A fix changes a few statements inside code 0.27.1 already has: a kernel
 hardened, a loop added after a call, a keyword passed on. Its hunk gives the
 code whole, as 0.27.1 has it (`before`) and as the fix leaves it (`after`),
-each a file of the edit's (hunk_files.py):
-a whole function, or a run of consecutive statements that holds the change
-and the statement it hangs on. That one pair is the whole definition:
+each a file of the edit's (hunk_files.py): a whole function, or a run of
+consecutive statements that holds the change and the statement it hangs on.
+That one pair is the whole definition:
 
 * the judge finds the code by structure and says which of the two it means
   (`judge_definition`, `judge_run`), or drift, naming where it departs from
   0.27.1's;
-* the writer (framework/writing/by_difference.py) rewrites only the statements in which the
-  two differ, found by comparing them statement by statement, so that every
+* the writer (writing/by_difference.py) rewrites only the statements in
+  which the two differ, found by comparing them statement by statement, so that every
   other line of the file, comments and layout included, stays as it was; and
   backwards, the same comparison read the other way.
 
