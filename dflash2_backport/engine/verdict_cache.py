@@ -41,6 +41,7 @@ import stat
 from pathlib import Path
 
 from .. import __version__
+from ..transforms.framework import hunk_files
 from ..transforms.framework.vocabulary import EditReport
 
 
@@ -60,22 +61,32 @@ def _location() -> tuple[Path, tuple[str, ...]]:
 
 @functools.cache
 def judges_digest(judges: Path) -> str:
-    """The tool's version, every file of the package at `judges` but its
-    writers (they decide no verdict), and the module that runs the judges."""
+    """The tool's version, the modules of the package at `judges` but its
+    writers (they decide no verdict), the hunk files its edits read, and the
+    module that runs the judges."""
     digest = hashlib.sha256(__version__.encode())
-    for path in [*_judging_files(judges), Path(__file__).with_name("judge.py")]:
-        digest.update(path.relative_to(judges.parent).as_posix().encode() + b"\0")
-        digest.update(path.read_bytes())
+    # Walked with os, not pathlib: this runs on every command, warm `check`
+    # included.
+    parent = len(str(judges.parent)) + 1
+    for path in [*_judging_modules(str(judges)), str(Path(__file__).with_name("judge.py"))]:
+        digest.update(path[parent:].replace(os.sep, "/").encode() + b"\0")
+        with open(path, "rb") as file:
+            digest.update(file.read())
+    for name, data in sorted(hunk_files.READ.items()):
+        digest.update(name.encode() + b"\0" + data)
     return digest.hexdigest()
 
 
-def _judging_files(judges: Path) -> list[Path]:
-    writing = judges / "framework" / "writing"
-    return sorted(
-        path for path in judges.rglob("*")
-        if path.is_file() and "__pycache__" not in path.parts and path.name != "writer.py"
-        and not path.is_relative_to(writing)
-    )
+def _judging_modules(judges: str) -> list[str]:
+    writing = os.path.join(judges, "framework", "writing")
+    found = []
+    for directory, folders, files in os.walk(judges):
+        folders[:] = [
+            f for f in folders
+            if f not in ("__pycache__", "hunks") and os.path.join(directory, f) != writing
+        ]
+        found += [os.path.join(directory, f) for f in files if f != "writer.py"]
+    return sorted(found)
 
 
 def _entry(judges: str, directions: str, path: str, data: bytes) -> tuple[str, str, str]:

@@ -13,16 +13,21 @@ through importlib.resources wherever the package is installed.
 from __future__ import annotations
 
 import ast
-import io
+import functools
+import os
+import pathlib
 import re
 import textwrap
-import tokenize
 from importlib import resources
 
 from .edit import Hunk
 
 #: The release whose form the edits are written against.
 RELEASE = "0.27.1"
+#: Every hunk file read, by its path under the edits' package, with its
+#: bytes: with the judges' modules, what decides a verdict (the verdict
+#: cache's key covers both).
+READ: dict[str, bytes] = {}
 
 
 def file_name(hunk: str) -> str:
@@ -72,10 +77,13 @@ def out_of_class(code: str) -> str:
     the depth they have in the class)."""
     body = class_body(code)
     depth = len(body) - len(body.lstrip(" "))
-    content = set()
-    for token in tokenize.generate_tokens(io.StringIO(body).readline):
-        if token.type == tokenize.STRING:
-            content.update(range(token.start[0] + 1, token.end[0] + 1))
+    # Line numbers of `code`, whose first line is the class's header.
+    content = {
+        number - 1
+        for node in ast.walk(ast.parse(code))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+        for number in range(node.lineno + 1, (node.end_lineno or node.lineno) + 1)
+    }
     return "".join(
         line if number in content else line[depth:] if line.strip() else line
         for number, line in enumerate(body.splitlines(keepends=True), start=1)
@@ -86,17 +94,27 @@ def _first_line(node: ast.stmt) -> int:
     return min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
 
 
+@functools.cache
+def _files(package: str):  # type: ignore[no-untyped-def]
+    # One reader for the package of all the edits, not one for each edit.
+    return resources.files(package)
+
+
 class HunkFiles:
     """The hunk files of the edit package `package` (its `__package__`)."""
 
     def __init__(self, package: str) -> None:
-        self._hunks = resources.files(package) / "hunks"
+        parent, _, folder = package.rpartition(".")
+        self._folder = folder
+        self._hunks = _files(parent) / folder / "hunks"
 
     def hunk(self, name: str, where: str, why: str) -> Hunk:
         """The hunk `name` in 0.27.1's form, from its files: the code it
         finds (None where it adds code of its own) and the code it leaves."""
-        shipped = self._hunks / file_name(name) / f"{RELEASE}.py"
-        before = self.shipped(name) if shipped.is_file() else None
+        try:
+            before: str | None = self.shipped(name)
+        except FileNotFoundError:
+            before = None
         return Hunk(name, where, before, self.patched(name), why)
 
     def forms(self, hunk: str, *releases: str) -> list[tuple[str, str, str]]:
@@ -116,6 +134,15 @@ class HunkFiles:
         return self._read(hunk, f"{release}.patched.py")
 
     def _read(self, hunk: str, name: str) -> str:
-        # Bytes decoded as they are: a universal-newline read would turn a
-        # hunk's own "\r" into a line break.
-        return (self._hunks / file_name(hunk) / name).read_bytes().decode("utf-8")
+        folder = file_name(hunk)
+        if isinstance(self._hunks, pathlib.Path):
+            # Installed as files (not zipped): read with open, a fraction of
+            # what a Traversable costs for each of the files every command reads.
+            with open(os.path.join(self._hunks, folder, name), "rb") as file:
+                data = file.read()
+        else:
+            data = (self._hunks / folder / name).read_bytes()
+        READ[f"{self._folder}/hunks/{folder}/{name}"] = data
+        # Decoded as they are: a universal-newline read would turn a hunk's
+        # own "\r" into a line break.
+        return data.decode("utf-8")
