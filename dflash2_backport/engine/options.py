@@ -7,9 +7,8 @@ is loaded.
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 if TYPE_CHECKING:
     from ..transforms.framework.vocabulary import EditSet
@@ -17,9 +16,9 @@ if TYPE_CHECKING:
 Command = Literal["check", "apply", "revert"]
 
 
-@dataclasses.dataclass(frozen=True)
-class RunOptions:
-    """What a run is asked to do, as the command line gave it."""
+class RunOptions(NamedTuple):
+    """What a run is asked to do, as the command line gave it. A named tuple:
+    a frozen dataclass costs every command more to define."""
 
     command: Command
     site_packages: Path | None = None

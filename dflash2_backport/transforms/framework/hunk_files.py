@@ -101,20 +101,31 @@ def _files(package: str):  # type: ignore[no-untyped-def]
 
 
 class HunkFiles:
-    """The hunk files of the edit package `package` (its `__package__`)."""
+    """The hunk files of the edit package `package` (its `__package__`),
+    read as it is made: every command reads them all."""
 
     def __init__(self, package: str) -> None:
         parent, _, folder = package.rpartition(".")
-        self._folder = folder
-        self._hunks = _files(parent) / folder / "hunks"
+        hunks = _files(parent) / folder / "hunks"
+        self._files = (
+            _read_directory(str(hunks))
+            if isinstance(hunks, pathlib.Path)
+            else {
+                (hunk.name, file.name): file.read_bytes()
+                for hunk in hunks.iterdir()
+                if hunk.is_dir()
+                for file in hunk.iterdir()
+                if file.is_file()
+            }
+        )
+        for (hunk, name), data in self._files.items():
+            READ[f"{folder}/hunks/{hunk}/{name}"] = data
 
     def hunk(self, name: str, where: str, why: str) -> Hunk:
         """The hunk `name` in 0.27.1's form, from its files: the code it
         finds (None where it adds code of its own) and the code it leaves."""
-        try:
-            before: str | None = self.shipped(name)
-        except FileNotFoundError:
-            before = None
+        shipped = (file_name(name), f"{RELEASE}.py") in self._files
+        before = self.shipped(name) if shipped else None
         return Hunk(name, where, before, self.patched(name), why)
 
     def forms(self, hunk: str, *releases: str) -> list[tuple[str, str, str]]:
@@ -134,15 +145,20 @@ class HunkFiles:
         return self._read(hunk, f"{release}.patched.py")
 
     def _read(self, hunk: str, name: str) -> str:
-        folder = file_name(hunk)
-        if isinstance(self._hunks, pathlib.Path):
-            # Installed as files (not zipped): read with open, a fraction of
-            # what a Traversable costs for each of the files every command reads.
-            with open(os.path.join(self._hunks, folder, name), "rb") as file:
-                data = file.read()
-        else:
-            data = (self._hunks / folder / name).read_bytes()
-        READ[f"{self._folder}/hunks/{folder}/{name}"] = data
         # Decoded as they are: a universal-newline read would turn a hunk's
         # own "\r" into a line break.
-        return data.decode("utf-8")
+        return self._files[file_name(hunk), name].decode("utf-8")
+
+
+def _read_directory(hunks: str) -> dict[tuple[str, str], bytes]:
+    """Each file of the hunk folders under `hunks`, by (folder, name): read
+    with os, a fraction of what a Traversable costs for each file."""
+    files = {}
+    for hunk in os.scandir(hunks):
+        if not hunk.is_dir() or hunk.name == "__pycache__":
+            continue
+        for file in os.scandir(hunk.path):
+            if file.is_file():
+                with open(file.path, "rb") as handle:
+                    files[hunk.name, file.name] = handle.read()
+    return files
