@@ -1,6 +1,7 @@
-"""Fixes: what the backport cannot serve is refused when the engine's
-config is built, in one line that names the limit and the vLLM release that
-lifts it, instead of a crash at load time or a silently wrong draft.
+"""Fix: a DFlash2 draft whose vocabulary is not the target's is refused,
+in one line naming the release that lifts the limit, when the engine's
+config is built; it raises as the quantized-draft refusal does (see
+refuse_quant_draft/judge.py for why).
 
 `DRAFT_VOCABULARY` (vllm/config/vllm.py, vLLM 0.34.0):
 `VllmConfig._refuse_dflash2_vocabulary_mismatch()` right before
@@ -11,11 +12,6 @@ the two vocabularies equal; 0.34.0 serves a draft vocabulary smaller than
 the target's, and no release through 0.34.0 maps a reduced draft
 vocabulary (`draft_vocab_size`) for DFlash2.
 
-The refusal tests for a DFlash2 draft by its architecture: DFlash1 drafts
-are left as 0.27.1 serves them. It raises
-NotImplementedError, as 0.27.1 does for a method it does not support:
-pydantic, which builds vLLM's configs, turns a ValueError into a validation
-error of several lines, but lets this one through as it is.
 Reverted, the method and its call go.
 """
 
