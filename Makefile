@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 DEV_STAMP := $(VENV)/.dev-installed
 VLLM_VERSION := 0.27.1
 # The tests' downloads: vLLM wheels, their extracted trees and the runtime
-# venvs (see README, Development, for its size); share one directory between
+# venvs (docs/development.md gives its size); share one directory between
 # checkouts by exporting it. DFLASH2_BACKPORT_CACHE is its earlier name.
 DFLASH2_BACKPORT_TEST_CACHE ?= $(or $(DFLASH2_BACKPORT_CACHE),$(CURDIR)/.cache/dflash2-backport)
 export DFLASH2_BACKPORT_TEST_CACHE
@@ -23,7 +23,7 @@ $(DEV_STAMP): pyproject.toml requirements-dev.txt
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt -e .
 	touch $@
 
-## make test: the whole CPU test suite (README, Development, says how long it takes)
+## make test: the whole CPU test suite (docs/development.md says how long it takes)
 test: $(DEV_STAMP)
 	$(BIN)/python -m pytest $(PYTEST_PARALLEL) $(PYTEST_ARGS)
 
@@ -44,7 +44,7 @@ demo:
 	    DFLASH2_BACKPORT_VERDICT_CACHE="$$demo/cache/verdicts"; mkdir "$$TMPDIR"; \
 	wheel=$$(ls "$(DFLASH2_BACKPORT_TEST_CACHE)"/wheels/vllm-$(VLLM_VERSION)-*.whl 2>/dev/null | head -n 1); \
 	echo "== two throwaway venvs in $$demo: tool/ and vllm/"; \
-	mkdir "$$demo/src"; cp -R pyproject.toml README.md LICENSE dflash2_backport modules "$$demo/src"; \
+	mkdir "$$demo/src"; cp -R pyproject.toml README.md LICENSE dflash2_backport transforms modules "$$demo/src"; \
 	$(PYTHON) -m venv "$$demo/tool"; \
 	$(PYTHON) -m venv "$$demo/vllm"; \
 	"$$demo/tool/bin/python" -m pip install --quiet --disable-pip-version-check "$$demo/src"; \
@@ -72,7 +72,7 @@ bench-verify: $(DEV_STAMP)
 
 ## make lint: ruff on the tool, codemods, tests and scripts (CI runs it)
 lint: $(DEV_STAMP)
-	$(BIN)/ruff check dflash2_backport tests scripts
+	$(BIN)/ruff check dflash2_backport transforms tests scripts
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info

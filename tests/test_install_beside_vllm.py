@@ -81,7 +81,7 @@ def _wheel(scratch: Path) -> Path:
     source.mkdir()
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy2(REPOSITORY / name, source / name)
-    for name in ("dflash2_backport", "modules"):
+    for name in ("dflash2_backport", "transforms", "modules"):
         shutil.copytree(REPOSITORY / name, source / name,
                         ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     subprocess.run(

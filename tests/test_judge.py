@@ -137,9 +137,10 @@ def _installed_copy(destination: Path) -> Path:
         package,
         ignore=shutil.ignore_patterns("__pycache__"),
     )
-    shutil.copytree(
-        REPOSITORY / "modules", package / "modules", ignore=shutil.ignore_patterns("__pycache__")
-    )
+    for name in ("transforms", "modules"):
+        shutil.copytree(
+            REPOSITORY / name, package / name, ignore=shutil.ignore_patterns("__pycache__")
+        )
     return destination
 
 
@@ -179,10 +180,10 @@ def test_a_source_checkout_reaches_the_codemods_without_installing(
     site: Path, tmp_path: Path
 ) -> None:
     checkout = tmp_path / "checkout"
-    shutil.copytree(
-        REPOSITORY / "dflash2_backport", checkout / "dflash2_backport",
-        ignore=shutil.ignore_patterns("__pycache__"),
-    )
+    for name in ("dflash2_backport", "transforms"):
+        shutil.copytree(
+            REPOSITORY / name, checkout / name, ignore=shutil.ignore_patterns("__pycache__")
+        )
     probe = (
         "import sys; sys.path.insert(0, sys.argv[1])\n"
         "from dflash2_backport.engine.judge import judge\n"

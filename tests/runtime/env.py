@@ -97,7 +97,7 @@ RELEASE_PINS = {
 
 # What decides whether the installed project is current. Anything else in the
 # checkout (tests, docs) does not change what `apply` does to vLLM.
-PROJECT_INPUTS = ("pyproject.toml", "dflash2_backport", "modules")
+PROJECT_INPUTS = ("pyproject.toml", "dflash2_backport", "transforms", "modules")
 
 # vLLM's model-info cache of each build, by the build's directory name: the
 # snippet runner keeps it (harness.py), pruning drops it with its build.
@@ -370,7 +370,7 @@ def _snapshot(directory: Path) -> Path:
     # (the test cache, venvs, device bundles).
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy2(REPO / name, source / name)
-    for name in ("dflash2_backport", "modules"):
+    for name in ("dflash2_backport", "transforms", "modules"):
         shutil.copytree(REPO / name, source / name,
                         ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     return source

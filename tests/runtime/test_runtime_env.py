@@ -83,7 +83,7 @@ def test_patched_venv_key_follows_the_project_sources(tmp_path):
     (tmp_path / "modules" / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"\0")
     assert runtime_env.project_key(tmp_path) == before
 
-    (tmp_path / "dflash2_backport" / "a.py").write_text("x = 2\n")
+    (tmp_path / "transforms" / "a.py").write_text("x = 2\n")
     assert runtime_env.project_key(tmp_path) != before
 
 
