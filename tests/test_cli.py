@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dflash2_backport.cli.main import app
-from dflash2_backport.edits import EDITS
+from dflash2_backport.transforms import EDITS
 from tests.test_interpreter import TOOL, bare_venv
 from tests.trees import INSTALLED, make_site, snapshot
 from tests.wheels import vllm_source
@@ -416,7 +416,7 @@ def test_cached_check_answers_without_the_parser_and_notices_changes(site: Path)
     # Counts the files Python's parser reads for the judges.
     probe = (
         "import sys, runpy; sys.argv = ['dflash2-backport', 'check', '--site-packages', sys.argv[1]];\n"
-        "from dflash2_backport.transforms import source; parses = []; read = source.Source.__init__\n"
+        "from dflash2_backport.transforms.framework import source; parses = []; read = source.Source.__init__\n"
         "source.Source.__init__ = lambda self, text: parses.append(1) or read(self, text)\n"
         "try:\n    runpy.run_module('dflash2_backport', run_name='__main__')\n"
         "except SystemExit as e:\n    print('exit', e.code, 'libcst' in sys.modules, bool(parses))\n"

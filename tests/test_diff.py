@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from dflash2_backport.edits import EDITS
+from dflash2_backport.transforms import EDITS
 from tests.test_interpreter import TOOL, tool
 from tests.trees import INSTALLED, TARGETS, snapshot
 from tests.wheels import vllm_source

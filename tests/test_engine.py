@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dflash2_backport.cli.main import app
-from dflash2_backport.edits import transforms
+from dflash2_backport import transforms
 from dflash2_backport.engine.plan import make_plan
 from tests.trees import TARGETS, make_site, snapshot
 
@@ -55,7 +55,7 @@ def test_a_target_that_does_not_parse_is_named_whichever_process_reads_it(
 def test_a_rewrite_that_would_not_parse_is_refused_before_any_write(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from dflash2_backport.transforms import writers
+    from dflash2_backport.transforms.framework import writing as writers
 
     site = make_site("0.27.1", tmp_path / "site")
     real = writers.rewrite

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dflash2_backport.transaction.commit import Intent, Phase, interrupted_message
+from dflash2_backport.transaction.intent import Intent, Phase, interrupted_message
 
 ROOT = Path("/srv/my env;$(touch PWNED)")
 

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 import dflash2_backport
 from dflash2_backport.cli.main import app
-from dflash2_backport.edits.verdicts import Direction, State
+from dflash2_backport.transforms.framework.vocabulary import Direction, State
 from dflash2_backport.engine import judge as judge_module
 from dflash2_backport.engine.judge import judge
 from dflash2_backport.utils.errors import BackportError
@@ -166,11 +166,11 @@ def test_a_changed_codemod_judges_the_files_again(site: Path, tmp_path: Path) ->
     assert check() == 1
     # The causality edit now expects another 0.27.1 fallback: the pristine
     # function is no longer one it knows, so a fresh judgement is drift.
-    declarations = copy / "dflash2_backport/transforms/causality.py"
-    source = declarations.read_text()
-    fallback = "layer_types[layer_idx] == _SLIDING_ATTENTION\n'''\nNEW_FUNCTION"
+    shipped = copy / "dflash2_backport/transforms/edits/causality/hunks/is_causal_first/0.27.1.py"
+    source = shipped.read_text()
+    fallback = "layer_types[layer_idx] == _SLIDING_ATTENTION\n"
     assert source.count(fallback) == 1
-    declarations.write_text(
+    shipped.write_text(
         source.replace(fallback, fallback.replace("_SLIDING_ATTENTION", "_FULL_ATTENTION"))
     )
     assert check() == 2
@@ -187,7 +187,7 @@ def test_a_source_checkout_reaches_the_codemods_without_installing(
     probe = (
         "import sys; sys.path.insert(0, sys.argv[1])\n"
         "from dflash2_backport.engine.judge import judge\n"
-        "from dflash2_backport.edits.verdicts import Direction\n"
+        "from dflash2_backport.transforms.framework.vocabulary import Direction\n"
         "files = judge(__import__('pathlib').Path(sys.argv[2]), False, Direction.APPLY)\n"
         "print(sorted({e.state.value for f in files for e in f.edits}))\n"
     )
@@ -210,7 +210,7 @@ def test_a_source_checkout_reaches_the_codemods_without_installing(
 def test_a_rewrite_that_does_not_read_as_applied_stops_the_command(
     site: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from dflash2_backport.transforms.writers.registry import RegistryEntry
+    from dflash2_backport.transforms.edits.registry.writer import RegistryEntry
 
     monkeypatch.setattr(RegistryEntry, "forward", lambda self, tree, hunk, site: tree)
     before = snapshot(site)

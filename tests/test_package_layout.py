@@ -1,5 +1,6 @@
 """The tool's folders, and the one way their imports run: each folder of
-dflash2_backport/ imports only the folders below it, the edits (transforms/)
+dflash2_backport/ imports only the folders below it, the edits
+(transforms/, whose own test is in tests/transforms/test_registration.py)
 import nothing of the tool, and the files verify runs by path in vLLM's
 interpreter import nothing of it either."""
 
@@ -15,7 +16,6 @@ PACKAGE = Path(dflash2_backport.__file__).resolve().parent
 #: Bottom first: a folder may import the folders before it, never one after.
 FOLDERS = [
     "utils",  # errors, signals, the files of a tree, colour
-    "edits",  # the edits as the tool reaches them (transforms/), their vocabulary
     "vllm_tree",  # finding vLLM: where, which version, its files, RECORD, the new modules
     "transaction",  # the commit, its lock, what it may write, recovery from a kill
     "engine",  # judging each file and planning what a command writes

@@ -20,8 +20,8 @@ import pytest
 from typer.testing import CliRunner
 
 from dflash2_backport.cli.main import app
-from dflash2_backport.edits import transforms
-from dflash2_backport.edits.verdicts import EditReport, HunkVerdict, State
+from dflash2_backport import transforms
+from dflash2_backport.transforms.framework.vocabulary import EditReport, HunkVerdict, State
 from dflash2_backport.engine import verdict_cache
 from tests.trees import TARGETS, make_site
 
@@ -287,13 +287,13 @@ def test_the_users_own_cache_answers_a_second_check_without_judging(
 ) -> None:
     site = make_site("0.27.1", tmp_path / "site")
     parsed: list[str] = []
-    read = transforms.source.Source.__init__
+    read = transforms.framework.source.Source.__init__
 
     def counted(self, text: str) -> None:
         parsed.append(text)
         read(self, text)
 
-    monkeypatch.setattr(transforms.source.Source, "__init__", counted)
+    monkeypatch.setattr(transforms.framework.source.Source, "__init__", counted)
     previous = os.umask(umask)
     try:
         first = invoke("check", "--site-packages", str(site))

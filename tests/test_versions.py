@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from dflash2_backport.transforms.anchor_clamp import FUNCTION as ANCHOR_CLAMP_FUNCTION
-from dflash2_backport.transforms.writers.anchor_clamp import AnchorClamp
-from dflash2_backport.transforms.writers.dflash_input_guards import DFlashInputGuards
-from dflash2_backport.transforms.writers.draft_max_position import DraftPositions
+from dflash2_backport.transforms.edits.anchor_clamp.judge import FUNCTION as ANCHOR_CLAMP_FUNCTION
+from dflash2_backport.transforms.edits.anchor_clamp.writer import AnchorClamp
+from dflash2_backport.transforms.edits.dflash_input_guards.writer import DFlashInputGuards
+from dflash2_backport.transforms.edits.draft_max_position.writer import DraftPositions
 from tests.test_interpreter import tool
 from tests.transforms._cases import output
 from tests.trees import INSTALLED, TARGETS, make_site, snapshot

@@ -20,7 +20,6 @@ from tests.trees import make_site
 #: Where each folder of the sources goes in the wheel.
 PLACES = {
     "dflash2_backport": "dflash2_backport",
-    "transforms": "dflash2_backport/transforms",
     "modules": "dflash2_backport/modules",
 }
 
@@ -64,8 +63,8 @@ def _shipped(wheel: Path) -> set[str]:
 
 
 def test_the_wheel_carries_every_judge_and_writer_under_the_one_package(wheel: Path) -> None:
-    """transforms/ and modules/ go in as dflash2_backport.transforms and
-    dflash2_backport.modules, the tool's folders as they are: the wheel adds
+    """modules/ goes in as dflash2_backport.modules, the tool's folders as
+    they are: the wheel adds
     one top-level package, and every module of the sources is in it."""
     names = _shipped(wheel)
     assert {name.split("/")[0] for name in names} == {"dflash2_backport"}

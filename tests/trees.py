@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from dflash2_backport.edits import transforms
+from dflash2_backport import transforms
 from dflash2_backport.vllm_tree.layout import MODULE_FILES
 from tests.wheels import vllm_source
 

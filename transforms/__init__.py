@@ -3,17 +3,22 @@ then the upstream fixes the DFlash2 path depends on (an edit whose `fix`
 names upstream's PR and release). `EDITS` is the one list that registers
 them; `apply --only-pr` makes the PR's alone (vocabulary.EditSet).
 
-Adding an edit takes three files and one line:
+The package has three parts: this module and `catalogue.py`, what the tool
+reads of the edits; `framework/`, what every edit is built from; and
+`edits/`, one folder per edit and the one ordered list of them.
 
-1. `transforms/<edit>.py`: its hunks (`Hunk`: where, 0.27.1's code, the
+Adding an edit takes a folder, its tests and one line:
+
+1. `edits/<edit>/judge.py`: its hunks (`Hunk`: where, 0.27.1's code, the
    backport's, why), its judge over Python's own parser (a `Judged` per hunk,
    with a `Site` that says where it is and what the writer needs), and its
    declaration (`Edit`: name, file, description, role, hunks, judge, writer).
-   `gumbel.py` is a short one to copy.
-2. `transforms/writers/<edit>.py`: a `Writer` whose `forward` and `backward`
+   `edits/gumbel/` is a short one to copy.
+2. `edits/<edit>/writer.py`: a `Writer` whose `forward` and `backward`
    rewrite one hunk at its site, with libcst.
 3. `tests/transforms/test_<edit>.py`: its CodemodTest tables.
-4. Its declaration, one line in `DECLARATIONS` below ("module:NAME").
+4. Its declaration, one line in `DECLARATIONS` of `edits/__init__.py`
+   ("folder:NAME").
 
 An upstream fix is an edit like the others, declared with `fix=Fix(pr,
 release)`. Its hunks stand on 0.27.1's code, never on a PR edit's result:
@@ -22,9 +27,10 @@ its own direction (`apply --only-pr` undoes the fixes while it applies the
 PR's edits), so a hunk whose "before" were another edit's "after" could
 neither be found before that edit is made nor undone without it.
 
-Everything else derives from `EDITS`, the declarations in that order: the files the tool reads and writes and
-the order a commit writes them in (dflash2_backport.layout), `check`, `apply`
-and `revert`, the JSON report, `--explain`, the README's table of edits and
+Everything else derives from `EDITS`, the declarations in that order: the
+files the tool reads and writes and the order a commit writes them in
+(dflash2_backport.vllm_tree.layout), `check`, `apply` and `revert`, the JSON
+report, `--explain`, the README's table of edits and
 the pre-commit hook's file pattern (both tested against it), and the test
 trees. A new target file changes the hook's pattern in
 .pre-commit-hooks.yaml; the test that compares them prints the new one.
@@ -37,52 +43,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import importlib
-
-from .edit import Edit, Judged, Role
-from .source import Source
-from .vocabulary import Direction, EditSet, Fix, Goal, State
-
-
-#: The edits, in upstream order, as "module:NAME" of their declarations.
-DECLARATIONS = (
-    "causality:CAUSALITY",
-    "subclass_seams:SUBCLASS_SEAMS",
-    "registry:REGISTRY",
-    "vocab_parallel_topk:VOCAB_PARALLEL_TOPK",
-    "gumbel:GUMBEL",
-    "speculator_selection:SPECULATOR_SELECTION",
-    "speculator_selection:V2_RUNNER_FORCING",
-    "draft_logit_cache:DRAFT_LOGIT_CACHE",
-    # The upstream fixes the DFlash2 path depends on (`Edit.fix`).
-    "draft_max_position:DRAFT_POSITIONS",
-    "draft_max_position:MAX_MODEL_LEN_CAP",
-    "compile_cache_key:COMPILE_CACHE_KEY",
-    "refusals:QUANTIZED_DRAFT",
-    "refusals:DRAFT_VOCABULARY",
-    "refusals:SPECULATORS_FORMAT",
-    "dflash_input_guards:DFLASH_INPUT_GUARDS",
-    "draft_aot_schedule:DRAFT_AOT_SCHEDULE",
-    "draft_noise_salt:GUMBEL_STREAMS",
-    "draft_noise_salt:DRAFT_SAMPLING",
-    "draft_noise_salt:DSPARK_SAMPLING",
-    "prefix_block_drop:PREFIX_BLOCK_DROP",
-    "anchor_clamp:ANCHOR_CLAMP",
-    "draft_conv_kernel:DRAFT_CONV_KERNEL",
-    "draft_seqs_cap:DRAFT_SEQS_CAP",
-    "spec_step_seed:STEP_SEED",
-    "spec_step_seed:BLOCK_UNIFORM",
-)
-
-
-def _declared(name: str) -> Edit:
-    module, attribute = name.split(":")
-    edit = getattr(importlib.import_module(f".{module}", __name__), attribute)
-    assert isinstance(edit, Edit), name
-    return edit
-
-
-EDITS: tuple[Edit, ...] = tuple(_declared(name) for name in DECLARATIONS)
+from .framework.edit import Edit, Judged, Role
+from .framework.source import Source
+from .framework.vocabulary import Direction, EditSet, Fix, Goal, State
+from .edits import DECLARATIONS, EDITS
 
 
 def target_files(role: Role | None = None) -> tuple[str, ...]:
@@ -147,6 +111,7 @@ def misjudged(text: str, judged: Sequence[tuple[Edit, dict[str, Judged]]], goal:
 
 
 __all__ = [
+    "DECLARATIONS",
     "EDITS",
     "Direction",
     "Edit",

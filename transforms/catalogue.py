@@ -6,7 +6,7 @@ from __future__ import annotations
 import textwrap
 
 from . import EDITS, target_files
-from .edit import Edit, Role
+from .framework.edit import Edit, Role
 
 #: When a commit writes a file, by the file's role (a file any switch
 #: touches is a switch, whatever its other edits are).

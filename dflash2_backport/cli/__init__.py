@@ -1,1 +1,1 @@
-"""The commands, their outcome, report and `--diff`: the top of the tool."""
+"""The command line: its options parsed, the run called, its report printed."""

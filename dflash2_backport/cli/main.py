@@ -9,14 +9,14 @@ every check passed); 1 `check` found edits pending, or `apply
 from __future__ import annotations
 
 import dataclasses
-import os
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from ..utils.errors import READ_ONLY_MOUNT_REMEDY, BackportError
+from ..engine.options import RunOptions
+from ..utils.errors import BackportError
 
 app = typer.Typer(
     add_completion=False,
@@ -146,10 +146,12 @@ def apply(
 ) -> None:
     """Make the DFlash2 PR's edits and the upstream fixes it depends on, and
     install the two DFlash2 modules (three new files), all or nothing."""
-    raise typer.Exit(
-        _run("apply", site_packages, root, diff, json_output, force, fail_if_changed,
-             python=python, diff_modules=diff_modules, only_pr=only_pr)
+    options = RunOptions(
+        "apply", site_packages=site_packages, root=root, python=python, force=force,
+        diff=diff, diff_modules=diff_modules, fail_if_changed=fail_if_changed,
+        only_pr=only_pr,
     )
+    raise typer.Exit(_run(options, json_output))
 
 
 @app.command()
@@ -165,12 +167,12 @@ def check(
     from_pre_commit: FromPreCommit = False,
 ) -> None:
     """Dry run of apply: report each edit's state; exit 0 done, 1 pending, 2 refused."""
-    from .outcome import fixed_by
-
-    with fixed_by(PRE_COMMIT_FIX if from_pre_commit else None):
-        code = _run("check", site_packages, root, diff, json_output, force, python=python,
-                    diff_modules=diff_modules, only_pr=only_pr)
-    raise typer.Exit(code)
+    options = RunOptions(
+        "check", site_packages=site_packages, root=root, python=python, force=force,
+        diff=diff, diff_modules=diff_modules, only_pr=only_pr,
+        fix_command=PRE_COMMIT_FIX if from_pre_commit else None,
+    )
+    raise typer.Exit(_run(options, json_output))
 
 
 @app.command()
@@ -185,230 +187,22 @@ def revert(
 ) -> None:
     """Undo every edit (the fixes too) and remove the three new files, all or
     nothing."""
-    raise typer.Exit(
-        _run("revert", site_packages, root, diff, json_output, force, python=python,
-             diff_modules=diff_modules)
+    options = RunOptions(
+        "revert", site_packages=site_packages, root=root, python=python, force=force,
+        diff=diff, diff_modules=diff_modules,
     )
+    raise typer.Exit(_run(options, json_output))
 
 
-def _run(
-    command: str,
-    site_packages: Path | None,
-    root: Path | None,
-    diff: bool,
-    json_output: bool,
-    force: bool,
-    fail_if_changed: bool = False,
-    python: Path | None = None,
-    diff_modules: bool = False,
-    only_pr: bool = False,
-) -> int:
-    """Every way a run can end becomes one outcome: 0 and 1 as documented,
-    2 with one message for anything that stops the tool."""
+def _run(options: RunOptions, json_output: bool) -> int:
+    """The run, printed: its exit code."""
+    from ..engine.run import run
     from ..utils import interrupts
-    from ..utils.errors import Interrupted
-    from . import outcome
     from .report import Report
 
-    report = Report(command, json_output, diff_only_on_stdout=diff or diff_modules)
+    report = Report(options.command, json_output, diff_only_on_stdout=options.wants_diff)
     with interrupts.stopping_on_signals():
-        try:
-            result = _execute(
-                report, command, site_packages, root, python, diff or diff_modules,
-                diff_modules, force, fail_if_changed, only_pr,
-            )
-        except BackportError as error:
-            result = outcome.failed(str(error))
-        except Interrupted as error:
-            result = outcome.interrupted(error)
-        except OSError as error:
-            where = error.filename or (
-                report.target.root if report.target else "dflash2-backport"
-            )
-            result = outcome.failed(_os_error_line(where, error, command))
-        except Exception as error:  # noqa: BLE001 - a bug: said plainly, never a traceback
-            result = outcome.crashed(error)
-        return report.render(result)
-
-
-def _os_error_line(where: object, error: OSError, command: str) -> str:
-    """An error of the system, with what to do where there is something."""
-    import errno
-
-    line = f"{where}: {error.strerror or error}; nothing was written"
-    if error.errno in (errno.EACCES, errno.EPERM):
-        may = "read it" if command == "check" else "read and write it"
-        return f"{line}; run as a user who may {may}"
-    if error.errno in (errno.ENOSPC, errno.EDQUOT):
-        return f"{line}; free space on its file system, then run the command again"
-    if error.errno == errno.EROFS:
-        return f"{line}; {READ_ONLY_MOUNT_REMEDY}"
-    return line
-
-
-def _execute(
-    report,
-    command: str,
-    site_packages: Path | None,
-    root: Path | None,
-    python: Path | None,
-    diff: bool,
-    diff_modules: bool,
-    force: bool,
-    fail_if_changed: bool,
-    only_pr: bool = False,
-):
-    from ..vllm_tree.triage import TargetKind, Triage, locate, triage
-    from . import outcome
-
-    target = locate(site_packages, root, python)
-    report.target = target
-    verdict = triage(target, force)
-    if verdict.triage is Triage.REFUSE:
-        return outcome.failed(verdict.reason)
-    if verdict.triage is Triage.UPSTREAM_SHIPS:
-        return outcome.upstream_ships(target)
-    # Imported late: the checks above need no parser, and a target that
-    # upstream already serves is answered without loading the judge.
-    from ..edits.verdicts import EditSet
-    from ..engine.plan import finishing_plan as plan_to_finish
-    from ..engine.plan import make_plan
-    from ..transaction import recovery
-    from ..transaction.commit import (
-        commit,
-        intent_path,
-        interrupted_command,
-        interrupted_message,
-    )
-    from ..transaction.lock import TreeLock, timeout_from_environment, writer_active
-    from ..transaction.owned import Owned
-    from ..utils.errors import Interrupted
-    from ..utils.safe_files import Tree
-    from ..vllm_tree.record import record_of
-
-    edit_set = (
-        EditSet.NONE if command == "revert" else EditSet.PR if only_pr else EditSet.ALL
-    )
-    record_file, note = (
-        record_of(target.root) if target.kind is TargetKind.SITE_PACKAGES else (None, None)
-    )
-    notes = tuple(filter(None, (note, _someone_elses_tree(target.root))))
-    owned = Owned(str(record_file.relative_to(target.root)) if record_file else None)
-    # Links and special files on the way to what the tool writes are refused
-    # before it creates anything, its lock included.
-    with Tree(target.root) as tree:
-        owned.check(tree)
-
-    def plan_now(notes: tuple[str, ...]):
-        plan = make_plan(
-            target.root,
-            need_changes=diff or command != "check",
-            edit_set=edit_set,
-            record_file=record_file,
-            notes=notes,
-        )
-        report.plan = plan
-        if diff:
-            from .diff import unified
-
-            report.diff = unified(plan, modules_whole=diff_modules)
-        return plan
-
-    def finishing_plan(intent):
-        return plan_to_finish(target.root, intent, owned, record_file)
-
-    options = _target_options(python, site_packages, root, force)
-
-    if command == "check":
-        # A dry run writes nothing, not even a lock file; it only says
-        # whether a writer is at work or was interrupted.
-        if os.path.lexists(intent_path(target.root)):
-            holder = writer_active(target.root)
-            if holder is not None:
-                return outcome.failed(
-                    f"{target.root}: {holder} is writing this tree now; "
-                    "run check again once it has finished"
-                )
-        leftover = recovery.examine(target.root, owned, finishing_plan)
-        if leftover is not None:
-            return outcome.failed(interrupted_message(target.root, leftover.intent, options))
-        plan = plan_now(notes)
-        if plan.refused:
-            return outcome.refused(command, plan)
-        return outcome.finished(command, plan, [], options=options)
-
-    # What this run's commit wrote, and what finishing an interrupted one
-    # wrote: a signal that arrives after either (as the lock is let go, say)
-    # reports both.
-    written: list[str] = []
-    completed: list[str] = []
-    try:
-        with TreeLock(target.root, command) as lock:
-            lock.acquire(timeout_from_environment(), report.waiting)
-            leftover = recovery.examine(target.root, owned, finishing_plan)
-            if leftover is None:
-                recovery.sweep(target.root)
-            else:
-                recovery.clear(target.root, leftover)
-                interrupted = interrupted_command(leftover.intent)
-                finishing = leftover.finishing
-                if finishing is None:
-                    notes += (f"an interrupted {interrupted} had not replaced any file "
-                              "yet; it was dropped",)
-                elif finishing.refused:
-                    report.plan = finishing
-                    return outcome.refused(leftover.intent.command, finishing)
-                else:
-                    completed = commit(target.root, leftover.intent.command,
-                                       finishing.changes, finishing.edit_set.value)
-                    if not completed:
-                        recovery.forget(target.root)
-                    notes += (f"finished an interrupted {interrupted}: "
-                              f"{len(completed)} file(s) completed",)
-            plan = plan_now(notes)
-            if plan.refused:
-                return outcome.refused(command, plan)
-            if plan.pending:
-                written = commit(target.root, command, plan.changes, edit_set.value)
-    except Interrupted as interruption:
-        if not interruption.written:
-            interruption.written = list(dict.fromkeys([*completed, *written]))
-        raise
-    return outcome.finished(command, plan, written, fail_if_changed)
-
-
-def _someone_elses_tree(root: Path) -> str | None:
-    """Root at work on a tree another user owns: said once, because
-    whatever that user planted in it is what the tool must not trust."""
-    if os.geteuid() != 0:
-        return None
-    try:
-        owner = os.stat(root / "vllm").st_uid
-    except OSError:
-        return None
-    if owner == 0:
-        return None
-    try:
-        import pwd
-
-        name = f" ({pwd.getpwuid(owner).pw_name})"
-    except (KeyError, ImportError):
-        name = ""
-    return (
-        f"running as root on a tree owned by uid {owner}{name}: only this tool's own "
-        "files are written, each keeping its owner, and nothing found in the tree is "
-        "trusted as an instruction"
-    )
-
-
-def _target_options(
-    python: Path | None, site_packages: Path | None, root: Path | None, force: bool
-) -> tuple[str, ...]:
-    """The options that chose the target, as given, for a hint to repeat."""
-    given = [("--python", python), ("--site-packages", site_packages), ("--root", root)]
-    options = [part for option, value in given if value is not None
-               for part in (option, str(value))]
-    return (*options, "--force") if force else tuple(options)
+        return report.render(run(options, report))
 
 
 @app.command()
@@ -518,13 +312,13 @@ def _version(value: bool) -> None:
 def _explain(name: Optional[str]) -> None:
     if name is None:
         return
-    from ..edits import catalogue
+    from ..transforms import catalogue
 
-    text = catalogue().explain(name)
+    text = catalogue.explain(name)
     if text is None:
         print(
             f"dflash2-backport: error: no edit is called {name!r}; the edits are "
-            + ", ".join(catalogue().names()),
+            + ", ".join(catalogue.names()),
             file=sys.stderr,
         )
         raise typer.Exit(2)

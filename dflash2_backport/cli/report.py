@@ -18,9 +18,9 @@ import sys
 from typing import TYPE_CHECKING
 
 from .. import __version__
-from ..edits.verdicts import Direction, State
+from ..transforms.framework.vocabulary import Direction, State
 from ..utils.style import paint
-from .outcome import Action, Outcome
+from ..engine.outcome import Action, Outcome
 
 if TYPE_CHECKING:
     from ..engine.plan import Plan

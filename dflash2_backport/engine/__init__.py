@@ -1,1 +1,2 @@
-"""Judging each file and planning what a command writes."""
+"""A run of `check`, `apply` or `revert`: judging each file, planning what
+the command writes, committing it, and the outcome."""

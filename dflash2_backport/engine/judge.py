@@ -28,13 +28,14 @@ import signal
 import sys
 from pathlib import Path
 
-from ..edits import EDITS, transforms
-from ..edits.verdicts import EditReport, Goal, State
+from .. import transforms
+from ..transforms import EDITS
+from ..transforms.framework.source import Source
+from ..transforms.framework.vocabulary import EditReport, Goal, State
 from ..utils.errors import BackportError
 from ..utils.safe_files import decode_source, read_regular
 from . import verdict_cache
 
-Source = transforms.source.Source
 #: Each edit of one file with its judged hunks, as the judges give them.
 Judgement = list[tuple[transforms.Edit, dict[str, transforms.Judged]]]
 JUDGES_DIRECTORY = Path(transforms.__file__).parent
@@ -91,7 +92,7 @@ def judge(root: Path, want_bytes: bool, goal: Goal, use_cache: bool = True) -> l
 
 def _judged(root: Path, path: str, text: str, goal: Goal) -> tuple[Source, Judgement]:
     try:
-        source = transforms.source.Source(text)
+        source = Source(text)
         return source, transforms.judge_file(path, source, goal)
     except SyntaxError as error:
         where = f"line {error.lineno}: " if error.lineno else ""
@@ -154,7 +155,7 @@ def _by_index(judgement: Judgement) -> list[tuple[int, dict]]:
 
 
 def _writers():  # type: ignore[no-untyped-def]
-    return importlib.import_module(".writers", transforms.__name__)
+    return importlib.import_module(".framework.writing", transforms.__name__)
 
 
 def _worker_start(command: int) -> None:

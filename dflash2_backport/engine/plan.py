@@ -11,8 +11,9 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from ..edits.verdicts import Direction, EditReport, EditSet, State
-from ..transaction.commit import Change, Intent, digest, read_intent
+from ..transforms.framework.vocabulary import Direction, EditReport, EditSet, State
+from ..transaction.commit import Change
+from ..transaction.intent import Intent, digest, read_intent
 from ..transaction.owned import Owned
 from ..utils.safe_files import Tree, read_regular
 from ..vllm_tree import record

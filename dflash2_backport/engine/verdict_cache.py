@@ -41,7 +41,8 @@ import stat
 from pathlib import Path
 
 from .. import __version__
-from ..edits.verdicts import EditReport
+from ..transforms.framework import hunk_files
+from ..transforms.framework.vocabulary import EditReport
 
 
 def _location() -> tuple[Path, tuple[str, ...]]:
@@ -60,14 +61,32 @@ def _location() -> tuple[Path, tuple[str, ...]]:
 
 @functools.cache
 def judges_digest(judges: Path) -> str:
-    """The tool's version and the source of the judges (the modules of the
-    package at `judges`; its writers decide no verdict) and of the module
-    that runs them."""
+    """The tool's version, the modules of the package at `judges` but its
+    writers (they decide no verdict), the hunk files its edits read, and the
+    module that runs the judges."""
     digest = hashlib.sha256(__version__.encode())
-    for path in [*sorted(judges.glob("*.py")), Path(__file__).with_name("judge.py")]:
-        digest.update(path.name.encode() + b"\0")
-        digest.update(path.read_bytes())
+    # Walked with os, not pathlib: this runs on every command, warm `check`
+    # included.
+    parent = len(str(judges.parent)) + 1
+    for path in [*_judging_modules(str(judges)), str(Path(__file__).with_name("judge.py"))]:
+        digest.update(path[parent:].replace(os.sep, "/").encode() + b"\0")
+        with open(path, "rb") as file:
+            digest.update(file.read())
+    for name, data in sorted(hunk_files.READ.items()):
+        digest.update(name.encode() + b"\0" + data)
     return digest.hexdigest()
+
+
+def _judging_modules(judges: str) -> list[str]:
+    writing = os.path.join(judges, "framework", "writing")
+    found = []
+    for directory, folders, files in os.walk(judges):
+        folders[:] = [
+            f for f in folders
+            if f not in ("__pycache__", "hunks") and os.path.join(directory, f) != writing
+        ]
+        found += [os.path.join(directory, f) for f in files if f != "writer.py"]
+    return sorted(found)
 
 
 def _entry(judges: str, directions: str, path: str, data: bytes) -> tuple[str, str, str]:

@@ -5,7 +5,7 @@ forge one, and root may run the tool next. So the record is a claim to
 check, not an instruction:
 
 * its paths must be files this tool writes in this tree (`owned.Owned`),
-  spelled exactly so, and its shape one this tool writes (`commit._decode`);
+  spelled exactly so, and its shape one this tool writes (`intent.read_intent`);
 * every file it names must now hold one of its two contents, before or
   after;
 * for a commit that had begun renaming, every "after" must be what this
@@ -35,17 +35,17 @@ from typing import Generic, Protocol, TypeVar
 
 from ..utils.errors import BackportError
 from ..utils.safe_files import Tree
-from .commit import (
+from .commit import Change
+from .intent import (
     INTENT,
-    Change,
     Intent,
     Phase,
     digest,
     drop_stale_record_copy,
     read_intent,
-    remove_bytecode,
     remove_intent,
 )
+from .staging import remove_bytecode
 from .owned import Owned
 
 

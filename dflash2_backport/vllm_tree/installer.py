@@ -18,7 +18,7 @@ import hashlib
 from importlib import resources
 from pathlib import Path
 
-from ..edits.verdicts import State
+from ..transforms.framework.vocabulary import State
 from ..utils.errors import BackportError
 from ..utils.safe_files import read_regular
 

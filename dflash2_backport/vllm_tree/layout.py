@@ -1,6 +1,6 @@
 """Which files the backport touches, and in which order a commit writes them.
 
-The target files come from the edits' declarations (transforms/__init__.py,
+The target files come from the edits' declarations (transforms/edits/__init__.py,
 `EDITS`); nothing here or in the commit code loads libcst.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import os.path
 import re
 
-from ..edits import transforms
+from .. import transforms
 
 #: Files whose hunks only add what nothing reaches yet: seams, helpers and
 #: hooks. Patched on their own they change no behaviour of vLLM 0.27.1.

@@ -163,7 +163,7 @@ def test_the_report_and_explain_say_where_upstream_has_a_fix(site: Path) -> None
 
 
 def test_only_pr_takes_the_fixes_out_callers_first(site: Path) -> None:
-    from dflash2_backport.edits.verdicts import EditSet
+    from dflash2_backport.transforms.framework.vocabulary import EditSet
     from dflash2_backport.engine.plan import make_plan
 
     paths = [c.path for c in make_plan(site, True, edit_set=EditSet.ALL).changes]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dflash2_backport.edits.verdicts import Direction, State
+from dflash2_backport.transforms.framework.vocabulary import Direction, State
 from dflash2_backport.engine.judge import judge
 from tests.integration import variants
 from tests.integration.test_drift_suite import COSMETIC_CASES
@@ -65,10 +65,10 @@ _WHOLE: dict[tuple[str, Direction, bytes], bytes] = {}
 
 def _rewrites(site: Path, direction: Direction) -> None:
     """Each file rewritten in its regions and whole: the same bytes."""
-    from dflash2_backport.transforms import writers
-    from dflash2_backport.transforms.writers.regions import rewrite_regions
+    from dflash2_backport.transforms.framework import writing as writers
+    from dflash2_backport.transforms.framework.writing.regions import rewrite_regions
 
-    from dflash2_backport.edits import transforms
+    from dflash2_backport import transforms
     from dflash2_backport.utils.safe_files import decode_source
 
     # `rewrite` given regions falls back to the whole file where a region
@@ -85,7 +85,7 @@ def _rewrites(site: Path, direction: Direction) -> None:
         for path in TARGETS:
             data = (site / path).read_bytes()
             text = decode_source(path, data)
-            source = transforms.source.Source(text)
+            source = transforms.framework.source.Source(text)
             judged = [
                 (edit, edit.pinned(source, hunks))
                 for edit, hunks in transforms.judge_file(path, source, direction)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dflash2_backport.edits import EDITS
+from dflash2_backport.transforms import EDITS
 from tests.integration import run
 from tests.oracle import closure_patched, seed_patched
 from tests.trees import INSTALLED, TARGETS, make_site, snapshot

@@ -13,9 +13,9 @@ import libcst as cst
 import pytest
 from libcst.codemod import CodemodTest
 
-from dflash2_backport.transforms.source import Source
-from dflash2_backport.transforms.vocabulary import Direction, State
-from dflash2_backport.transforms.writers import EditRefused, Writer
+from dflash2_backport.transforms.framework.source import Source
+from dflash2_backport.transforms.framework.vocabulary import Direction, State
+from dflash2_backport.transforms.framework.writing import EditRefused, Writer
 
 Transform = type[Writer]
 

@@ -1,7 +1,8 @@
 import pytest
 
-from dflash2_backport.transforms.vocabulary import State
-from dflash2_backport.transforms.writers.anchor_clamp import AnchorClamp
+from dflash2_backport.transforms.edits.anchor_clamp.judge import FUNCTION
+from dflash2_backport.transforms.framework.vocabulary import State
+from dflash2_backport.transforms.edits.anchor_clamp.writer import AnchorClamp
 
 from ._cases import (
     assert_left_alone,
@@ -28,20 +29,7 @@ def dflash_has_any_non_causal(config: Qwen3Config) -> bool:
     return not all(_dflash_layer_causal(config, i) for i in range(config.num_hidden_layers))
 """
 
-CLAMP = '''
-
-def dflash_anchors_in_vocab(
-    anchor_token_ids: torch.Tensor, vocab_size: int
-) -> torch.Tensor:
-    """Anchor (bonus) token ids clamped into a draft's vocabulary.
-
-    A request still in chunked prefill anchors its draft block on its next
-    prompt token, which can lie past the draft's vocabulary (a multimodal
-    placeholder, say). A draft that looks the anchor up in tables of its own
-    must keep it in range; that request's draft is discarded anyway.
-    """
-    return anchor_token_ids.clamp(0, vocab_size - 1)
-'''
+CLAMP = "\n\n" + FUNCTION
 
 ANCHOR = """
 

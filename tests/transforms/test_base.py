@@ -1,6 +1,6 @@
 import libcst as cst
 
-from dflash2_backport.transforms.writers import Writer
+from dflash2_backport.transforms.framework.writing import Writer
 
 
 def test_inserted_code_takes_the_files_newlines_and_indents_no_blank_line() -> None:

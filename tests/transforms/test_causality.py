@@ -1,7 +1,8 @@
 import pytest
-from dflash2_backport.transforms.writers.causality import Causality
+from dflash2_backport.transforms.edits.causality.judge import HUNK
+from dflash2_backport.transforms.edits.causality.writer import Causality
 
-from dflash2_backport.edits.verdicts import Direction
+from dflash2_backport.transforms.framework.vocabulary import Direction
 
 from ._cases import (
     assert_left_alone,
@@ -13,27 +14,8 @@ from ._cases import (
     swap,
 )
 
-OLD_FUNCTION = '''
-def _dflash_layer_causal(config: Qwen3Config, layer_idx: int) -> bool:
-    """``dflash_config.causal`` overrides all layers; else only SWA layers causal."""
-    override = (getattr(config, "dflash_config", None) or {}).get("causal")
-    if override is not None:
-        return override
-    layer_types = getattr(config, "layer_types", None)
-    return bool(layer_types) and layer_types[layer_idx] == _SLIDING_ATTENTION
-'''
-NEW_FUNCTION = '''
-def _dflash_layer_causal(config: Qwen3Config, layer_idx: int) -> bool:
-    """Resolve explicit causality before falling back to legacy layer defaults."""
-    is_causal = getattr(config, "is_causal", None)
-    if is_causal is not None:
-        return bool(is_causal)
-    override = (getattr(config, "dflash_config", None) or {}).get("causal")
-    if override is not None:
-        return bool(override)
-    layer_types = getattr(config, "layer_types", None)
-    return bool(layer_types) and layer_types[layer_idx] == _SLIDING_ATTENTION
-'''
+OLD_FUNCTION = "\n" + HUNK.before
+NEW_FUNCTION = "\n" + HUNK.after
 OLD_DOCSTRING = (
     '    """``dflash_config.causal`` overrides all layers; '
     'else only SWA layers causal."""\n'

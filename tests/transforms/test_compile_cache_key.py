@@ -1,9 +1,12 @@
 """The DFlash2 factor of the compile-cache key, as a table."""
 
+import textwrap
+
 import pytest
 
-from dflash2_backport.transforms.vocabulary import State
-from dflash2_backport.transforms.writers.compile_cache_key import CompileCacheKey
+from dflash2_backport.transforms.edits.compile_cache_key.judge import FACTOR_SOURCE
+from dflash2_backport.transforms.framework.vocabulary import State
+from dflash2_backport.transforms.edits.compile_cache_key.writer import CompileCacheKey
 
 from ._cases import (
     assert_left_alone,
@@ -42,17 +45,7 @@ class SpeculativeConfig:
         hash_str = safe_hash(str(factors).encode(), usedforsecurity=False).hexdigest()
         return hash_str
 '''
-FACTOR = """
-        # A DFlash2 draft bakes its block size (num_speculative_tokens + 1) into
-        # its compiled graph: without it in the key, engines with different
-        # numbers of speculative tokens would share one compiled artefact.
-        if (
-            self.method == "dflash"
-            and self.draft_model_config is not None
-            and "DFlash2DraftModel" in (self.draft_model_config.architectures or [])
-        ):
-            factors.append(self.num_speculative_tokens)
-"""
+FACTOR = textwrap.indent(FACTOR_SOURCE, " " * 8)
 ANCHOR = "\n        hash_str = safe_hash("
 APPLIED = swap(PENDING, ANCHOR, FACTOR + ANCHOR)
 HUNK = "speculative tokens factor"

@@ -1,9 +1,9 @@
 import pytest
 
-from dflash2_backport.transforms.dflash_input_guards import DFLASH_INPUT_GUARDS
-from dflash2_backport.transforms.meaning import same_meaning
-from dflash2_backport.transforms.vocabulary import Direction, State
-from dflash2_backport.transforms.writers.dflash_input_guards import DFlashInputGuards
+from dflash2_backport.transforms.edits.dflash_input_guards.judge import DFLASH_INPUT_GUARDS
+from dflash2_backport.transforms.framework.meaning import same_meaning
+from dflash2_backport.transforms.framework.vocabulary import Direction, State
+from dflash2_backport.transforms.edits.dflash_input_guards.writer import DFlashInputGuards
 
 from ._cases import (
     assert_left_alone,

@@ -1,12 +1,15 @@
 """FA3's ahead-of-time schedule turned off for a sliding-window draft's
 attention groups (vLLM 0.30.0), as a table: 0.27.1's code (pending) and the
-fix's (applied) written by hand."""
+fix's (applied), the pieces the fix writes taken from its hunk files."""
+
+import textwrap
 
 import pytest
 
-from dflash2_backport.transforms.draft_aot_schedule import AOT_OFF, IMPORT
-from dflash2_backport.transforms.vocabulary import State
-from dflash2_backport.transforms.writers.draft_aot_schedule import DraftAotSchedule
+from dflash2_backport.transforms.edits.draft_aot_schedule.judge import AOT_OFF, IMPORT
+from dflash2_backport.transforms.edits.draft_aot_schedule.judge import LOOP as LOOP_SOURCE
+from dflash2_backport.transforms.framework.vocabulary import State
+from dflash2_backport.transforms.edits.draft_aot_schedule.writer import DraftAotSchedule
 
 from ._cases import (
     assert_applied_and_reverted_exactly,
@@ -57,26 +60,10 @@ class DFlashSpeculator(DraftModelSpeculator):
         ]
         assert self.draft_kv_cache_group_ids, "No draft attention groups found."
 '''
-IMPORT_0271 = "from vllm.v1.kv_cache_interface import KVCacheConfig\n"
-IMPORT_FIXED = """\
-from vllm.v1.kv_cache_interface import (
-    KVCacheConfig,
-    get_kv_cache_spec_sliding_window,
-)
-"""
+IMPORT_0271 = IMPORT.before
+IMPORT_FIXED = IMPORT.after
 SUPER_CALL_END = "            target_attn_groups,\n        )\n"
-LOOP = """
-        # FA3's ahead-of-time split schedule is wrong for a windowed drafter, and
-        # FlashAttention's builder keeps it on or turns it off depending on the
-        # windows of the other FlashAttention layers: turn it off here.
-        for groups in self.attn_groups:
-            for group in groups:
-                builder = group.get_metadata_builder()
-                if getattr(builder, "aot_schedule", False) and (
-                    get_kv_cache_spec_sliding_window(builder.kv_cache_spec)
-                ):
-                    builder.aot_schedule = False  # type: ignore[attr-defined]
-"""
+LOOP = textwrap.indent(LOOP_SOURCE, " " * 8)
 APPLIED = swapped(PENDING, (IMPORT_0271, IMPORT_FIXED), (SUPER_CALL_END, SUPER_CALL_END + LOOP))
 HUNKS = [IMPORT.name, AOT_OFF.name]
 # The loop as vLLM 0.30.0 writes it, in its words and layout.

@@ -1,10 +1,13 @@
-import pytest
-from dflash2_backport.transforms.draft_logit_cache import DRAFT_LOGIT_CACHE
-from dflash2_backport.transforms.meaning import same_meaning
-from dflash2_backport.transforms.vocabulary import State
-from dflash2_backport.transforms.writers.draft_logit_cache import DraftLogitCache
+import textwrap
 
-from dflash2_backport.edits.verdicts import Direction
+import pytest
+from dflash2_backport.transforms.edits.draft_logit_cache.judge import BUFFER, DRAFT_LOGIT_CACHE, HUNKS
+from dflash2_backport.transforms.framework.hunk_files import class_body
+from dflash2_backport.transforms.framework.meaning import same_meaning
+from dflash2_backport.transforms.framework.vocabulary import State
+from dflash2_backport.transforms.edits.draft_logit_cache.writer import DraftLogitCache
+
+from dflash2_backport.transforms.framework.vocabulary import Direction
 
 from ._cases import (
     assert_left_alone,
@@ -33,40 +36,14 @@ class DraftModelSpeculator(BaseSpeculator):
         self.draft_logits: torch.Tensor | None = None
         if self.speculative_config.draft_sample_method == "probabilistic":
 """
-ZEROS_ALLOCATION = """\
-            self.draft_logits = torch.zeros(
-                self.max_num_reqs,
-                self.num_speculative_steps,
-                self.vocab_size,
-                dtype=torch.float32,
-                device=device,
-            )
-"""
-FULL_ALLOCATION = """\
-            dtype, fill = self.draft_logits_spec(vllm_config)
-            self.draft_logits = torch.full(
-                (
-                    self.max_num_reqs,
-                    self.num_speculative_steps,
-                    self.vocab_size,
-                ),
-                fill,
-                dtype=dtype,
-                device=device,
-            )
-"""
+ZEROS_ALLOCATION = textwrap.indent(BUFFER.before.lstrip("\n"), " " * 12)
+FULL_ALLOCATION = textwrap.indent(BUFFER.after, " " * 12)
 OTHER_METHOD = """
     def _build_draft_attn_metadata(self) -> None:
         return None
 """
-HOOK = '''
-    def draft_logits_spec(self, vllm_config: VllmConfig) -> tuple[torch.dtype, float]:
-        """Dtype and fill for the cached proposal distribution.
-
-        Speculators that write only a subset of columns each step override this.
-        """
-        return torch.float32, 0.0
-'''
+#: The hook as it lands in its class: its hunk file's class body.
+HOOK = "\n" + class_body(HUNKS.patched("draft_logits_spec default"))
 ANCHOR_METHOD = """
     def _validate_local_argmax_reduction(self) -> None:
         if not self.use_local_argmax_reduction:

@@ -1,10 +1,12 @@
 """The draft's max_position_embeddings raise and the max_model_len cap, as
-tables: 0.27.1's code (pending) and the backport's (applied) written by hand,
-each way round."""
+tables: 0.27.1's code (pending) written by hand, and the backport's (applied)
+from its hunk files where it stands whole, each way round."""
+
+import textwrap
 
 import pytest
 
-from dflash2_backport.transforms.draft_max_position import (
+from dflash2_backport.transforms.edits.draft_max_position.judge import (
     ARMS_HUNK,
     GUARD_HUNK,
     LIMIT_CALL_HUNK,
@@ -12,8 +14,11 @@ from dflash2_backport.transforms.draft_max_position import (
     ROPE_HUNK,
     SHARES_HUNK,
 )
-from dflash2_backport.transforms.vocabulary import State
-from dflash2_backport.transforms.writers.draft_max_position import (
+from dflash2_backport.transforms.edits.draft_max_position.judge import (
+    HELPER_0260 as HELPER_0260_SOURCE,
+)
+from dflash2_backport.transforms.framework.vocabulary import State
+from dflash2_backport.transforms.edits.draft_max_position.writer import (
     DraftPositions,
     MaxModelLenCap,
 )
@@ -49,31 +54,8 @@ logger = init_logger(__name__)
 
 DraftSampleMethod = Literal["greedy", "probabilistic"]
 """
-ROPE = '''
+ROPE = "\n\n" + ROPE_HUNK.after
 
-# RoPE types whose get_rope reads max_position_embeddings only to size the
-# cos_sin_cache: raising it changes no rotary frequency. The others size the
-# cache from original_max_position_embeddings (yarn, deepseek_yarn) or derive
-# frequencies from it (dynamic, longrope).
-_CACHE_ONLY_ROPE_TYPES = frozenset(
-    {"default", "linear", "llama3", "ntk", "proportional"}
-)
-
-
-def _rope_only_sizes_cache(hf_config: "PretrainedConfig") -> bool:
-    """Whether every RoPE the config declares (one, or one per layer type)
-    reads max_position_embeddings only to size its cache."""
-    from vllm.transformers_utils.config import is_rope_parameters_nested
-
-    rope_parameters = getattr(hf_config, "rope_parameters", None)
-    if not isinstance(rope_parameters, dict):
-        return True
-    if is_rope_parameters_nested(rope_parameters):
-        every = [p for p in rope_parameters.values() if isinstance(p, dict) and p]
-    else:
-        every = [rope_parameters] if rope_parameters else []
-    return all(p.get("rope_type", "default") in _CACHE_ONLY_ROPE_TYPES for p in every)
-'''
 CLASS = '''
 
 @config
@@ -176,22 +158,9 @@ GUARDED = """\
             # max_model_len to the draft's instead.
             return
 """
-SHARES = '''\
-    def draft_shares_target_positions(self) -> bool:
-        """Whether the draft's max_position_embeddings is raised to the target's
-        max_model_len, so that the draft's length does not limit the target's:
-        an EAGLE draft always (as in 0.27.1), a DFlash draft where its RoPE
-        types only size the rotary cache (as in 0.33.0)."""
-        if self.draft_model_config is None:
-            return False
-        if self.method in ("eagle", "eagle3"):
-            return True
-        return self.method == "dflash" and _rope_only_sizes_cache(
-            self.draft_model_config.hf_config
-        )
-
-    def use_dflash(self) -> bool:
-'''
+SHARES = (
+    textwrap.indent(SHARES_HUNK.after, "    ") + "\n    def use_dflash(self) -> bool:\n"
+)
 
 PENDING = HEADER + CLASS
 APPLIED = HEADER + ROPE + swapped(
@@ -501,43 +470,8 @@ ARM_0260 = """\
                     )
 
 """
-HELPER_0260 = '''\
-    @staticmethod
-    def _maybe_override_draft_max_position_embeddings(
-        draft_hf_config: PretrainedConfig,
-        target_max_model_len: int,
-    ) -> None:
-        """Raise a draft's max_position_embeddings up to the target's
-        max_model_len where its RoPE only sizes the rotary cache.
+HELPER_0260 = textwrap.indent(HELPER_0260_SOURCE, "    ") + "\n"
 
-        The V2 DFlash speculator feeds the draft positions up to the target's
-        max_model_len, while max_position_embeddings sizes the draft's
-        cos_sin_cache: a smaller value makes that gather go out of bounds.
-        vLLM 0.33.0's helper; in this release only DFlash drafts call it.
-        """
-        draft_max_position_embeddings = getattr(
-            draft_hf_config, "max_position_embeddings", None
-        )
-        if (
-            draft_max_position_embeddings is None
-            or draft_max_position_embeddings >= target_max_model_len
-        ):
-            return
-        if not _rope_only_sizes_cache(draft_hf_config):
-            # The draft's RoPE reads max_position_embeddings for more than the size
-            # of its cache, so raising it would change the draft; VllmConfig limits
-            # max_model_len to the draft's instead.
-            return
-        logger.info(
-            "Overriding draft model max_position_embeddings from %d to the "
-            "target model's max_model_len (%d); the draft shares the target's "
-            "positional space.",
-            draft_max_position_embeddings,
-            target_max_model_len,
-        )
-        draft_hf_config.max_position_embeddings = target_max_model_len
-
-'''
 WRAP = "                # Replace hf_config for EAGLE draft_model\n"
 TP = "    @staticmethod\n    def _verify_and_get_draft_tp("
 PENDING_0260 = HEADER + CLASS_0260
@@ -664,35 +598,8 @@ class VllmConfig:
         """Collect features not yet supported by the V2 model runner."""
         return []
 '''
-LIMIT = '''    def _limit_max_model_len_to_draft(self) -> None:
-        """Lower max_model_len to a DFlash draft's on the V2 model runner, which
-        cannot serve longer sequences where the draft's max_position_embeddings
-        was not raised to the target's (its RoPE derives from it)."""
-        spec_config = self.speculative_config
-        if (
-            spec_config is None
-            or spec_config.method != "dflash"
-            or spec_config.draft_model_config is None
-            or self.model_config is None
-            or not self.use_v2_model_runner
-            or spec_config.draft_shares_target_positions()
-        ):
-            return
-        draft_max_model_len = spec_config.draft_model_config.max_model_len
-        target_max_model_len = self.model_config.max_model_len
-        if draft_max_model_len >= target_max_model_len:
-            return
-        logger.warning(
-            "The draft model's max_model_len (%d) is smaller than the target "
-            "model's (%d) and the V2 model runner can't skip speculation for "
-            "longer sequences; reducing max_model_len to %d.",
-            draft_max_model_len,
-            target_max_model_len,
-            draft_max_model_len,
-        )
-        self.model_config.max_model_len = draft_max_model_len
+LIMIT = textwrap.indent(LIMIT_HUNK.after, "    ") + "\n"
 
-'''
 CONFIG_APPLIED = swapped(
     CONFIG_PENDING,
     (

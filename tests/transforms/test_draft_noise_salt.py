@@ -3,10 +3,11 @@ through `IS_DRAFTING`), as tables: 0.27.1's code (pending) and the fix's
 (applied) written by hand, in each of its three files."""
 
 import ast
+import textwrap
 
 import pytest
 
-from dflash2_backport.transforms.draft_noise_salt import (
+from dflash2_backport.transforms.edits.draft_noise_salt.judge import (
     BLOCK_ARGMAX,
     DSPARK_DRAW,
     SALT_HUNK,
@@ -14,8 +15,8 @@ from dflash2_backport.transforms.draft_noise_salt import (
     SAMPLE_DRAFT,
     SAMPLE_KERNEL,
 )
-from dflash2_backport.transforms.vocabulary import State
-from dflash2_backport.transforms.writers.draft_noise_salt import (
+from dflash2_backport.transforms.framework.vocabulary import State
+from dflash2_backport.transforms.edits.draft_noise_salt.writer import (
     DraftSampling,
     DSparkSampling,
     GumbelStreams,
@@ -276,7 +277,7 @@ def test_a_crlf_gumbel_is_patched_and_reverted_byte_for_byte() -> None:
 
 # -- the draws: spec_decode/speculator.py and dspark/speculator.py -----------------
 
-DRAFT_MODEL_PENDING = '''
+DRAFT_MODEL_HEAD = """
 import torch
 
 from vllm.v1.worker.gpu.sample.gumbel import gumbel_sample
@@ -287,40 +288,10 @@ class DraftModelSpeculator(BaseSpeculator):
         logits = self.model.compute_logits(hidden_states)
         return logits.argmax(dim=-1)
 
-    def sample_draft(
-        self,
-        hidden_states: torch.Tensor,
-        positions: torch.Tensor,
-        idx_mapping: torch.Tensor,
-        temperature: torch.Tensor,
-        seeds: torch.Tensor,
-        draft_step: torch.Tensor,
-        draft_logits: torch.Tensor | None,
-    ) -> torch.Tensor:
-        if draft_logits is not None:
-            logits = self.model.compute_logits(hidden_states)
-            # NOTE(woosuk): We must add 1 to the positions to match the Gumbel noise
-            # used for draft and target sampling.
-            return gumbel_sample(
-                logits,
-                idx_mapping,
-                temperature,
-                seeds,
-                positions + 1,
-                apply_temperature=True,
-                output_processed_logits=draft_logits,
-                output_processed_logits_col=draft_step,
-                use_fp64=self.use_fp64_gumbel,
-            )
-        return self._greedy_sample_draft(hidden_states)
-'''
-DRAFT_MODEL_APPLIED = swap(
-    DRAFT_MODEL_PENDING,
-    "                use_fp64=self.use_fp64_gumbel,\n",
-    "                use_fp64=self.use_fp64_gumbel,\n"
-    "                # Noise of its own, not the stream verification resamples with.\n"
-    "                is_drafting=True,\n",
-)
+"""
+#: `sample_draft` as 0.27.1 has it and as the fix leaves it, from the hunk's files.
+DRAFT_MODEL_PENDING = DRAFT_MODEL_HEAD + textwrap.indent(SAMPLE_DRAFT.before, "    ")
+DRAFT_MODEL_APPLIED = DRAFT_MODEL_HEAD + textwrap.indent(SAMPLE_DRAFT.after, "    ")
 DSPARK_CALL = """\
                 draft_sampled_i = gumbel_sample(
                     logits_i,

@@ -5,7 +5,7 @@ import textwrap
 
 import pytest
 
-from dflash2_backport.transforms.meaning import same_meaning
+from dflash2_backport.transforms.framework.meaning import same_meaning
 
 RETURNS = "def f():\n    return 1\n"
 

@@ -8,9 +8,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from dflash2_backport.transforms.source import encoding_of
-from dflash2_backport.transforms.vocabulary import EditSet, State
-from dflash2_backport.transforms.writers.jobs import parse_module
+from dflash2_backport.transforms.framework.source import encoding_of
+from dflash2_backport.transforms.framework.vocabulary import EditSet, State
+from dflash2_backport.transforms.framework.writing.jobs import parse_module
 
 from dflash2_backport.engine.judge import judge
 from dflash2_backport.utils.errors import BackportError

@@ -2,18 +2,18 @@
 
 import pytest
 
-from dflash2_backport.transforms.refusals import (
+from dflash2_backport.transforms.edits.refuse_quant_draft.judge import (
     QUANTIZED_CALL,
     QUANTIZED_METHOD,
+)
+from dflash2_backport.transforms.edits.refuse_vocab_draft.judge import (
     VOCABULARY_CALL,
     VOCABULARY_METHOD,
 )
-from dflash2_backport.transforms.vocabulary import State
-from dflash2_backport.transforms.writers.refusals import (
-    DraftVocabulary,
-    QuantizedDraft,
-    SpeculatorsFormat,
-)
+from dflash2_backport.transforms.framework.vocabulary import State
+from dflash2_backport.transforms.edits.refuse_quant_draft.writer import QuantizedDraft
+from dflash2_backport.transforms.edits.refuse_speculators.writer import SpeculatorsFormat
+from dflash2_backport.transforms.edits.refuse_vocab_draft.writer import DraftVocabulary
 
 from ._cases import (
     assert_left_alone,

@@ -15,16 +15,16 @@ from pathlib import Path
 import pytest
 import yaml
 from dflash2_backport.transforms import DECLARATIONS, EDITS, catalogue
-from dflash2_backport.transforms import edit as declarations
-from dflash2_backport.transforms.source import Source
-from dflash2_backport.transforms.vocabulary import Direction
-from dflash2_backport.transforms.writers import Writer, writer_for
+from dflash2_backport.transforms.framework import edit as declarations
+from dflash2_backport.transforms.framework.source import Source
+from dflash2_backport.transforms.framework.vocabulary import Direction
+from dflash2_backport.transforms.framework.writing import Writer, writer_for
 
 import dflash2_backport
 from dflash2_backport.vllm_tree import layout
 
 REPOSITORY = Path(__file__).resolve().parents[2]
-TRANSFORMS = REPOSITORY / "transforms"
+TRANSFORMS = Path(dflash2_backport.__file__).resolve().parent / "transforms"
 
 
 @pytest.mark.parametrize("edit", EDITS, ids=[f"{e.name} {e.path}" for e in EDITS])
@@ -39,28 +39,31 @@ def test_every_edit_has_a_judge_for_each_hunk_and_a_writer(edit: declarations.Ed
 
 
 def _defined(directory: Path, kind: str) -> set[str]:
-    """"module:NAME" for each module-level `NAME = Edit(...)` (kind "Edit")
-    or each class that names its `EDIT = ...` (kind "Writer": a writer; its
-    bases may be shared ones) in the directory's modules."""
+    """"folder:NAME" for each module-level `NAME = Edit(...)` in an edit's
+    judge.py (kind "Edit") or each class that names its `EDIT = ...` in its
+    writer.py (kind "Writer": a writer; its bases may be shared ones), in
+    the folders of the edits in `directory`."""
     found = set()
-    for path in directory.glob("*.py"):
+    module = {"Edit": "judge.py", "Writer": "writer.py"}[kind]
+    for path in directory.glob(f"*/{module}"):
+        folder = path.parent.name
         for node in ast.parse(path.read_text()).body:
             if kind == "Edit" and isinstance(node, ast.Assign):
                 call = node.value
                 if isinstance(call, ast.Call) and isinstance(call.func, ast.Name):
                     if call.func.id == "Edit":
-                        found |= {f"{path.stem}:{t.id}" for t in node.targets}  # type: ignore[attr-defined]
+                        found |= {f"{folder}:{t.id}" for t in node.targets}  # type: ignore[attr-defined]
             if kind == "Writer" and isinstance(node, ast.ClassDef):
                 names = {t.id for a in node.body if isinstance(a, ast.Assign)
                          for t in a.targets if isinstance(t, ast.Name)}
                 if "EDIT" in names:
-                    found.add(f"{path.stem}:{node.name}")
+                    found.add(f"{folder}:{node.name}")
     return found
 
 
 def test_every_declared_edit_and_writer_is_registered() -> None:
-    assert _defined(TRANSFORMS, "Edit") == set(DECLARATIONS)
-    assert _defined(TRANSFORMS / "writers", "Writer") == {f"{e.writer}" for e in EDITS}
+    assert _defined(TRANSFORMS / "edits", "Edit") == set(DECLARATIONS)
+    assert _defined(TRANSFORMS / "edits", "Writer") == {f"{e.writer}" for e in EDITS}
 
 
 def test_the_hook_pattern_is_the_one_derived_from_the_edits() -> None:
@@ -97,9 +100,9 @@ DUMMY_EDIT = '''\
 
 from __future__ import annotations
 
-from .edit import Edit, Hunk, Judged, Role, Site, applied, drift, exactly_one, pending
-from .meaning import same_meaning
-from .source import Source
+from ...framework.edit import Edit, Hunk, Judged, Role, Site, applied, drift, exactly_one, pending
+from ...framework.meaning import same_meaning
+from ...framework.source import Source
 
 HUNK = Hunk(
     "flag",
@@ -140,9 +143,9 @@ DUMMY_WRITER = '''\
 
 from __future__ import annotations
 
-from ..dummy_flag import DUMMY_FLAG
-from .protocol import Writer
-from .resolve import locate
+from ...framework.writing.protocol import Writer
+from ...framework.writing.resolve import locate
+from .judge import DUMMY_FLAG
 
 
 class DummyFlag(Writer):
@@ -182,13 +185,15 @@ def test_an_eighth_edit_takes_three_files_and_one_line(tmp_path: Path) -> None:
     package = copy / "dflash2_backport"
     ignore = shutil.ignore_patterns("__pycache__")
     shutil.copytree(Path(dflash2_backport.__file__).parent, package, ignore=ignore)
-    for name in ("transforms", "modules"):
-        shutil.copytree(REPOSITORY / name, package / name, ignore=ignore)
-    # The edit's module and its writer (its tests are the third file) ...
-    (package / "transforms/dummy_flag.py").write_text(DUMMY_EDIT)
-    (package / "transforms/writers/dummy_flag.py").write_text(DUMMY_WRITER)
+    shutil.copytree(REPOSITORY / "modules", package / "modules", ignore=ignore)
+    # The edit's folder: its judge and its writer (its tests are elsewhere) ...
+    folder = package / "transforms/edits/dummy_flag"
+    folder.mkdir()
+    (folder / "__init__.py").write_text('"""dummy-flag."""\n')
+    (folder / "judge.py").write_text(DUMMY_EDIT)
+    (folder / "writer.py").write_text(DUMMY_WRITER)
     # ... and one line in the one list.
-    registration = package / "transforms/__init__.py"
+    registration = package / "transforms/edits/__init__.py"
     text = registration.read_text()
     start = text.index(REGISTERED)
     end = text.index("\n)\n", start)
@@ -243,19 +248,33 @@ def _imports(path: Path) -> set[str]:
     return names
 
 
+def _writes(path: Path) -> bool:
+    return path.name == "writer.py" or path.is_relative_to(TRANSFORMS / "framework" / "writing")
+
+
+def _reaches_out_of_transforms(path: Path) -> bool:
+    depth = len(path.relative_to(TRANSFORMS).parts)
+    return any(
+        isinstance(node, ast.ImportFrom) and node.level > depth
+        for node in ast.walk(ast.parse(path.read_text()))
+    )
+
+
 def test_only_the_writers_import_libcst_and_the_edits_import_nothing_of_the_tool() -> None:
     package = Path(dflash2_backport.__file__).parent
-    for path in [*package.rglob("*.py"), *TRANSFORMS.glob("*.py")]:
-        assert "libcst" not in _imports(path), path
+    for path in package.rglob("*.py"):
+        if not (path.is_relative_to(TRANSFORMS) and _writes(path)):
+            assert "libcst" not in _imports(path), path
     for path in TRANSFORMS.rglob("*.py"):
         assert "dflash2_backport" not in _imports(path), path
+        assert not _reaches_out_of_transforms(path), path
 
 
 # -- what the declarations tell people ------------------------------------------
 
 
 def test_explain_says_each_hunks_place_reason_and_code() -> None:
-    from dflash2_backport.transforms.registry import ENTRY_VALUE, HUNK
+    from dflash2_backport.transforms.edits.registry.judge import ENTRY_VALUE, HUNK
     from typer.testing import CliRunner
 
     from dflash2_backport.cli.main import app

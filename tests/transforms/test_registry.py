@@ -1,6 +1,6 @@
 import pytest
 
-from dflash2_backport.transforms.writers.registry import RegistryEntry
+from dflash2_backport.transforms.edits.registry.writer import RegistryEntry
 
 from ._cases import assert_patched, refusal, revert_refusal
 

@@ -3,10 +3,10 @@ a statement of the kind, name and meaning the judge saw there."""
 
 import pytest
 
-from dflash2_backport.transforms.gumbel import GUMBEL
-from dflash2_backport.transforms.source import Source
-from dflash2_backport.transforms.vocabulary import Direction, State
-from dflash2_backport.transforms.writers import SiteMoved, rewrite
+from dflash2_backport.transforms.edits.gumbel.judge import GUMBEL
+from dflash2_backport.transforms.framework.source import Source
+from dflash2_backport.transforms.framework.vocabulary import Direction, State
+from dflash2_backport.transforms.framework.writing import SiteMoved, rewrite
 
 from ._cases import swap
 from .test_gumbel import PENDING

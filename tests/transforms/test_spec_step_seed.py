@@ -3,13 +3,13 @@ code (pending) and the fix's (applied) written by hand, in its two files."""
 
 import pytest
 
-from dflash2_backport.transforms.spec_step_seed import (
+from dflash2_backport.transforms.edits.spec_step_seed.judge import (
     IMPORT_HUNK,
     STEP_SEED_HUNK,
     UNIFORM_HUNK,
 )
-from dflash2_backport.transforms.vocabulary import State
-from dflash2_backport.transforms.writers.spec_step_seed import BlockUniform, StepSeed
+from dflash2_backport.transforms.framework.vocabulary import State
+from dflash2_backport.transforms.edits.spec_step_seed.writer import BlockUniform, StepSeed
 
 from ._cases import (
     assert_left_alone,
@@ -43,15 +43,7 @@ def tl_rand32(seed, offset, includes_zero: tl.constexpr):
         u = tl.maximum(u, _TL_RAND_MIN)
     return u
 '''
-STEP_SEED = '''
-
-@triton.jit
-def spec_step_seed(seed, step):
-    """The seed of a request's draws at one draft step: the step goes into the
-    seed's high 32 bits, so that each step of a block draws on a stream of its
-    own and a position drafted again at another step draws afresh."""
-    return seed ^ (tl.cast(step, tl.int64) << 32)
-'''
+STEP_SEED = STEP_SEED_HUNK.after.removeprefix(STEP_SEED_HUNK.before)
 BLOCK_ARGMAX = '''
 
 @triton.jit

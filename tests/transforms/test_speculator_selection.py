@@ -3,8 +3,11 @@ import textwrap
 import pytest
 from libcst.codemod import CodemodTest
 
-from dflash2_backport.transforms.vocabulary import State
-from dflash2_backport.transforms.writers.speculator_selection import (
+from dflash2_backport.transforms.edits.speculator_selection.judge import BRANCH as FORCING_BRANCH
+from dflash2_backport.transforms.edits.speculator_selection.judge import HUNKS
+from dflash2_backport.transforms.framework.hunk_files import class_body
+from dflash2_backport.transforms.framework.vocabulary import State
+from dflash2_backport.transforms.edits.speculator_selection.writer import (
     SpeculatorSelection,
     V2RunnerForcing,
 )
@@ -20,7 +23,7 @@ from ._cases import (
     swapped,
     verdicts,
 )
-from dflash2_backport.transforms.speculator_selection import V2_RUNNER_FORCING
+from dflash2_backport.transforms.edits.speculator_selection.judge import V2_RUNNER_FORCING
 
 BRANCH_HUNK, HELPER_HUNK = (h.name for h in V2_RUNNER_FORCING.hunks)
 
@@ -298,25 +301,8 @@ class VllmConfig:
         return False
 '''
 # What the edit adds, at its depth in VllmConfig.
-BRANCH = """
-        # The DFlash2 candidate selector exists only in the V2 speculator. On V1
-        # the same checkpoint drafts through DFlashProposer, which never calls
-        # it, so the draft degrades to DFlash1 silently. Force V2 as for dspark.
-        if self._is_dflash2_draft():
-            return True
-"""
-HELPER = '''
-    def _is_dflash2_draft(self) -> bool:
-        """Whether the DFlash draft is a DFlash2 one, by the architecture the
-        speculator selects on (v1/worker/gpu/spec_decode/__init__.py)."""
-        spec = self.speculative_config
-        if spec is None or spec.method != "dflash":
-            return False
-        draft_config = getattr(spec, "draft_model_config", None)
-        if draft_config is None:
-            return False
-        return "DFlash2DraftModel" in (draft_config.architectures or [])
-'''
+BRANCH = textwrap.indent(FORCING_BRANCH.after, " " * 8)
+HELPER = "\n" + class_body(HUNKS.patched("DFlash2 draft detection"))
 ANCHOR = "\n    def _dflash_needs_multi_kv_group"
 CONFIG_APPLIED = swapped(
     CONFIG_PENDING,

@@ -1,6 +1,6 @@
 import pytest
 
-from dflash2_backport.transforms.writers.subclass_seams import SubclassSeams
+from dflash2_backport.transforms.edits.subclass_seams.writer import SubclassSeams
 
 from ._cases import (
     assert_left_alone,

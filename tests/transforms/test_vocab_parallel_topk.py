@@ -1,7 +1,12 @@
 import pytest
 
-from dflash2_backport.transforms.vocabulary import State
-from dflash2_backport.transforms.writers.vocab_parallel_topk import VocabParallelTopK
+from dflash2_backport.transforms.framework.vocabulary import State
+from dflash2_backport.transforms.edits.vocab_parallel_topk.judge import (
+    GET_TOP_K_TOKENS,
+    HELPERS_HUNK,
+    IMPORTS_HUNK,
+)
+from dflash2_backport.transforms.edits.vocab_parallel_topk.writer import VocabParallelTopK
 
 from ._cases import (
     assert_left_alone,
@@ -28,36 +33,9 @@ from vllm.model_executor.layers.vocab_parallel_embedding import VocabParallelEmb
 from vllm.platforms import current_platform
 '''
 
-IMPORTS = """
-from collections.abc import Callable
-from functools import cache
-
-import torch
-"""
-
-HELPERS = '''
-from vllm.platforms import current_platform
-from vllm.utils.flashinfer import has_flashinfer
-
-
-@cache
-def _flashinfer_topk() -> Callable[..., tuple[torch.Tensor, torch.Tensor]] | None:
-    """FlashInfer's radix top-k, or None for torch.topk."""
-    if not current_platform.is_cuda():
-        return None
-    if not has_flashinfer():
-        return None
-    from flashinfer import top_k
-
-    return top_k
-
-
-def _topk(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    impl = _flashinfer_topk()
-    if impl is None or not scores.is_cuda:
-        return torch.topk(scores, k, dim=-1)
-    return impl(scores, k, sorted=True, deterministic=True)
-'''
+# What the edit writes, from its hunk files, where the tests expect it.
+IMPORTS = "\n" + IMPORTS_HUNK.after + "\nimport torch\n"
+HELPERS = "\nfrom vllm.platforms import current_platform\n" + HELPERS_HUNK.after
 
 CLASS = '''
 
@@ -78,54 +56,7 @@ class LogitsProcessor(PluggableLayer):
         return s
 '''
 
-METHOD = '''
-    def get_top_k_tokens(
-        self,
-        lm_head: VocabParallelEmbedding,
-        hidden_states: torch.Tensor,
-        k: int,
-        embedding_bias: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Vocab-parallel top-k without all-gathering full logits.
-
-        The `get_top_tokens` reduction widened from one token to k, returning
-        the values as well as the global ids. Communication is
-        O(batch * 2k * tp_size) rather than O(batch * vocab_size).
-
-        Scale and soft cap are applied to the k selected values rather than
-        the whole vocabulary; both are monotonic, so the selection is the same
-        and only k entries are touched.
-        """
-        if self.scale <= 0.0 and self.scale != 1.0:
-            raise ValueError(
-                "The local top-k reduction optimization is not supported for "
-                "non-positive logit scaling factors."
-            )
-
-        logits = self._apply_head(lm_head, hidden_states, embedding_bias)
-
-        # Mask out padding entries beyond org_vocab_size on this shard.
-        num_pad = lm_head.shard_indices.num_org_vocab_padding
-        if num_pad > 0:
-            logits[..., -num_pad:] = -float("inf")
-
-        values, ids = _topk(logits, k)
-        # Convert shard-local indices to global vocab indices.
-        ids = ids.to(torch.int64) + lm_head.shard_indices.org_vocab_start_index
-
-        if lm_head.tp_size > 1:
-            values = tensor_model_parallel_all_gather(values, dim=-1)
-            ids = tensor_model_parallel_all_gather(ids, dim=-1)
-            values, selected = _topk(values, k)
-            ids = ids.gather(-1, selected)
-
-        values = values.float()
-        if self.scale != 1.0:
-            values = values * self.scale
-        if self.soft_cap is not None:
-            values = torch.tanh(values / self.soft_cap) * self.soft_cap
-        return ids, values
-'''
+METHOD = "\n" + GET_TOP_K_TOKENS
 
 EXTRA_REPR = "\n    def extra_repr(self) -> str:\n"
 

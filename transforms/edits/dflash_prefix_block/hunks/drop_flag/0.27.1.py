@@ -1,0 +1,1 @@
+self.use_eagle = False

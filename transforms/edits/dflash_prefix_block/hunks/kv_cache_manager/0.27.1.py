@@ -1,0 +1,15 @@
+self.kv_cache_manager = KVCacheManager(
+    kv_cache_config=kv_cache_config,
+    max_model_len=self.max_model_len,
+    max_in_flight_tokens=vllm_config.max_in_flight_tokens,
+    enable_caching=self.cache_config.enable_prefix_caching,
+    use_eagle=self.use_eagle,
+    log_stats=self.log_stats,
+    enable_kv_cache_events=self.enable_kv_cache_events,
+    dcp_world_size=self.dcp_world_size,
+    pcp_world_size=1,
+    scheduler_block_size=self.block_size,
+    hash_block_size=hash_block_size,
+    metrics_collector=self.kv_metrics_collector,
+    watermark=self.scheduler_config.watermark,
+)

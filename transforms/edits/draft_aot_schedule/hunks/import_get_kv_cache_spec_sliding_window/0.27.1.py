@@ -1,0 +1,1 @@
+from vllm.v1.kv_cache_interface import KVCacheConfig

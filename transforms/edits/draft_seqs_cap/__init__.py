@@ -1,0 +1,3 @@
+"""The edit `draft-seqs-cap`, on vllm/config/vllm.py: its judge and declaration
+(judge.py) and its libcst writer (writer.py).
+"""

@@ -1,0 +1,2 @@
+
+self._cap_dflash_draft_seqs()

@@ -1,0 +1,2 @@
+
+self._refuse_quantized_dflash2_draft()

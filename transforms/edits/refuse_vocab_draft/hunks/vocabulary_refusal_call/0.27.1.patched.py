@@ -1,0 +1,2 @@
+
+self._refuse_dflash2_vocabulary_mismatch()

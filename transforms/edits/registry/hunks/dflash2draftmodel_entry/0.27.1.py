@@ -1,0 +1,3 @@
+_SPECULATIVE_DECODING_MODELS = {
+    "DFlashDraftModel": ("qwen3_dflash", "DFlashQwen3ForCausalLM"),
+}

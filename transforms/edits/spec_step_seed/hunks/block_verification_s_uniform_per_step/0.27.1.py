@@ -1,0 +1,1 @@
+u = tl_rand32(seed, pos, includes_zero=False)

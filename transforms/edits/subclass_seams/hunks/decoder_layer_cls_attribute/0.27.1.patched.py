@@ -1,0 +1,1 @@
+decoder_layer_cls = DFlashQwen3DecoderLayer

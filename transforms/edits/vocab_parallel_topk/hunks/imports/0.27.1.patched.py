@@ -1,0 +1,2 @@
+from collections.abc import Callable
+from functools import cache
