@@ -42,11 +42,15 @@ def _import_the_tool() -> None:
     import pkgutil
 
     import dflash2_backport
+    import dflash2_backport.transforms
 
-    for module in pkgutil.walk_packages(dflash2_backport.__path__, "dflash2_backport."):
-        # `-m` runs __main__ afresh in each run.
-        if not module.name.endswith(".__main__"):
-            importlib.import_module(module.name)
+    # The edits are installed inside the tool but live at the repository's
+    # top, so they are walked apart.
+    for package in (dflash2_backport, dflash2_backport.transforms):
+        for module in pkgutil.walk_packages(package.__path__, f"{package.__name__}."):
+            # `-m` runs __main__ afresh in each run.
+            if not module.name.endswith(".__main__"):
+                importlib.import_module(module.name)
     # What a writing run loads late: its pool of rewriting processes.
     import concurrent.futures.process  # noqa: F401
     import multiprocessing  # noqa: F401
