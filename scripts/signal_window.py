@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import collections
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -140,7 +139,6 @@ def main() -> None:
             for spinner in busy:
                 spinner.kill()
                 spinner.wait()
-        shutil.rmtree(site, ignore_errors=True)
     print(table(counts, options.runs))
     for label, tool in tools.items():
         if str(tool) in CAUGHT_LATE:

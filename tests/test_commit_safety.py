@@ -1174,6 +1174,17 @@ def test_the_hint_after_an_interrupted_apply_only_pr_repeats_the_edit_set_and_ta
     assert snapshot(site) == trees["only_pr"]
 
 
+def _another_runs_record(record: Path) -> str:
+    """A line of Python that puts another run's record (its own pid and
+    nonce) in place of this run's, as a run that takes the commit over does."""
+    return "; ".join([
+        "import json",
+        f"document = json.load(open({str(record)!r}))",
+        "document.update(pid=1, nonce='f' * 16)",
+        f"open({str(record)!r}, 'w').write(json.dumps(document))",
+    ])
+
+
 def test_a_run_whose_record_another_run_replaced_undoes_nothing(trees: dict) -> None:
     """Half-way through the commit, another run takes it over: its record
     replaces this one's, and it removes this run's staged files. That the
@@ -1182,10 +1193,8 @@ def test_a_run_whose_record_another_run_replaced_undoes_nothing(trees: dict) -> 
     site = trees["site"]
     record = site / RECORD
     take_over = "; ".join([
-        "import json, glob",
-        f"document = json.load(open({str(record)!r}))",
-        "document.update(pid=1, nonce='f' * 16)",
-        f"open({str(record)!r}, 'w').write(json.dumps(document))",
+        _another_runs_record(record),
+        "import glob",
         f"[os.unlink(p) for p in glob.glob({str(site)!r} + '/**/.*.dflash2-backport-new',"
         " recursive=True)]",
     ])
@@ -1212,12 +1221,7 @@ def test_a_run_whose_record_another_run_replaced_while_it_staged_leaves_that_rec
     other run's now, to finish or drop."""
     site = trees["site"]
     record = site / RECORD
-    take_over = "; ".join([
-        "import json",
-        f"document = json.load(open({str(record)!r}))",
-        "document.update(pid=1, nonce='f' * 16)",
-        f"open({str(record)!r}, 'w').write(json.dumps(document))",
-    ])
+    take_over = _another_runs_record(record)
     # The third staged file: the record's own copy and the first file's are done.
     result = run_tool(["apply", "--site-packages", str(site)], hook=trees["hook"], root=site,
                       at=3, match=".dflash2-backport-new", ops="create", act=take_over)
