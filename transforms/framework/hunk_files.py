@@ -7,18 +7,16 @@ where the hunk adds code of its own), and `hunks/<hunk>/<release>.patched.py`,
 the code the edit leaves there. The
 files are vLLM's code, not the tool's: ruff and pytest leave them alone
 (pyproject.toml), and the wheel ships them as package data, read here
-through importlib.resources wherever the package is installed.
+from the edit's folder.
 """
 
 from __future__ import annotations
 
 import ast
-import functools
 import os
-import pathlib
 import re
+import sys
 import textwrap
-from importlib import resources
 
 from .edit import Hunk
 
@@ -94,30 +92,15 @@ def _first_line(node: ast.stmt) -> int:
     return min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
 
 
-@functools.cache
-def _files(package: str):  # type: ignore[no-untyped-def]
-    # One reader for the package of all the edits, not one for each edit.
-    return resources.files(package)
-
-
 class HunkFiles:
     """The hunk files of the edit package `package` (its `__package__`),
     read as it is made: every command reads them all."""
 
     def __init__(self, package: str) -> None:
-        parent, _, folder = package.rpartition(".")
-        hunks = _files(parent) / folder / "hunks"
-        self._files = (
-            _read_directory(str(hunks))
-            if isinstance(hunks, pathlib.Path)
-            else {
-                (hunk.name, file.name): file.read_bytes()
-                for hunk in hunks.iterdir()
-                if hunk.is_dir()
-                for file in hunk.iterdir()
-                if file.is_file()
-            }
-        )
+        folder = package.rpartition(".")[2]
+        # The wheel installs them as files, beside the edit's modules.
+        edit = os.path.dirname(sys.modules[package].__file__ or "")
+        self._files = _read_directory(os.path.join(edit, "hunks"))
         for (hunk, name), data in self._files.items():
             READ[f"{folder}/hunks/{hunk}/{name}"] = data
 
