@@ -16,7 +16,7 @@ Adding an edit takes a folder, its tests and one line:
    `edits/gumbel/` is a short one to copy.
 2. `edits/<edit>/writer.py`: a `Writer` whose `forward` and `backward`
    rewrite one hunk at its site, with libcst.
-3. `tests/transforms/test_<edit>.py`: its CodemodTest tables.
+3. `tests/transforms/edits/test_<edit>.py`: its CodemodTest tables.
 4. Its declaration, one line in `DECLARATIONS` of `edits/__init__.py`
    ("folder:NAME").
 

@@ -1,7 +1,7 @@
 """The README on real vLLM: what it shows `verify` printing is what verify
 prints, and its patch recipe for a fork gives a vLLM that `verify` passes.
 
-tests/test_readme.py runs the recipe on the files the edits touch; here the
+tests/docs/test_readme.py runs the recipe on the files the edits touch; here the
 fork is a whole vLLM 0.27.1 (the pristine venv's package, compiled
 extensions and all), run by the CPU base venv's interpreter with the fork on
 PYTHONPATH, as a checkout is run.
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tests.runtime import env as runtime_env
 from tests.runtime.test_runtime_verify import CHECKS, run_verify
-from tests.test_readme import code_block, shell
+from tests.docs.test_readme import code_block, shell
 
 TOOL = Path(sys.executable).with_name("dflash2-backport")
 

@@ -2,7 +2,7 @@
 carries, from the source distribution of the release that has each, run
 against vLLM 0.27.1 and 0.26.0 as each ships, as `apply --only-pr` patches
 it and as `apply` patches it. (0.27.0's targets are 0.27.1's bytes,
-tests/test_versions.py, so its trees run the same code.)
+tests/vllm_tree/test_versions.py, so its trees run the same code.)
 
 They run with pytest in the testkit venvs (env.testkit_env), without
 upstream's conftest.py (`--noconftest`): it imports half of vLLM's test
