@@ -3,6 +3,7 @@
 and the fix's (applied) written by hand."""
 
 import ast
+import textwrap
 import types
 
 import pytest
@@ -24,6 +25,8 @@ from .._cases import (
 )
 
 NAME = "dflash-prefix-block"
+#: The scheduler as 0.27.1 ships it; the manager's construction, which the
+#: fix's hunk holds whole, from its file.
 PENDING = '''
 from vllm.v1.core.kv_cache_manager import KVCacheManager
 
@@ -47,22 +50,7 @@ class Scheduler(SchedulerInterface):
                 self.num_lookahead_tokens = self.num_spec_tokens + 1
 
         # Create the KV cache manager.
-        self.kv_cache_manager = KVCacheManager(
-            kv_cache_config=kv_cache_config,
-            max_model_len=self.max_model_len,
-            max_in_flight_tokens=vllm_config.max_in_flight_tokens,
-            enable_caching=self.cache_config.enable_prefix_caching,
-            use_eagle=self.use_eagle,
-            log_stats=self.log_stats,
-            enable_kv_cache_events=self.enable_kv_cache_events,
-            dcp_world_size=self.dcp_world_size,
-            pcp_world_size=1,
-            scheduler_block_size=self.block_size,
-            hash_block_size=hash_block_size,
-            metrics_collector=self.kv_metrics_collector,
-            watermark=self.scheduler_config.watermark,
-        )
-        self.use_pp = self.parallel_config.pipeline_parallel_size > 1
+{manager}        self.use_pp = self.parallel_config.pipeline_parallel_size > 1
 
     def _mamba_block_aligned_split(self, request: Request, num_new_tokens: int) -> int:
         block_size = self.cache_config.block_size
@@ -74,7 +62,7 @@ class Scheduler(SchedulerInterface):
 
         end = start + num_new_tokens
         return end - start
-'''
+'''.replace("{manager}", textwrap.indent(MANAGER.before, " " * 8))
 DEFAULT = "        self.use_eagle = False\n"
 ARM_END = (
     "                self.num_lookahead_tokens = self.num_spec_tokens\n"

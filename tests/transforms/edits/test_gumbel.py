@@ -3,6 +3,7 @@ import pytest
 from dflash2_backport.transforms.framework.vocabulary import State
 from dflash2_backport.transforms.edits.gumbel.judge import GUMBEL_NOISED_ARGMAX
 from dflash2_backport.transforms.edits.gumbel.writer import GumbelNoisedArgmax
+from dflash2_backport.transforms.edits.spec_step_seed.judge import STEP_SEED_HUNK
 
 from .._cases import (
     assert_left_alone,
@@ -17,6 +18,8 @@ from .._cases import (
 )
 
 
+#: 0.27.1's module up to its random helpers; tl_rand32 from the hunk file of
+#: the edit that seeds it per step.
 HEADER = """
 import torch
 
@@ -32,13 +35,7 @@ def tl_rand64(seed, offset, includes_zero: tl.constexpr):
     return r.to(tl.float64) * 5.421010862427522170037e-20
 
 
-@triton.jit
-def tl_rand32(seed, offset, includes_zero: tl.constexpr):
-    u = tl.rand(seed, offset)
-    if not includes_zero:
-        u = tl.maximum(u, _TL_RAND_MIN)
-    return u
-"""
+""" + STEP_SEED_HUNK.before
 
 #: The function as the edit inserts it, from its hunk file, after the two
 #: blank lines that set it apart.

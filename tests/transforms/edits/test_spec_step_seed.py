@@ -28,6 +28,8 @@ NAME = "spec-step-seed"
 
 # -- sample/gumbel.py ---------------------------------------------------------------
 
+#: 0.27.1's module up to tl_rand32, the function the fix's own lines follow
+#: (from the hunk's file).
 TL_RAND32 = '''
 import torch
 
@@ -36,13 +38,7 @@ from vllm.triton_utils import HAS_TRITON, tl, tldevice, triton
 _TL_RAND_MIN = tl.constexpr(4.6566127342e-10) if HAS_TRITON else 4.6566127342e-10
 
 
-@triton.jit
-def tl_rand32(seed, offset, includes_zero: tl.constexpr):
-    u = tl.rand(seed, offset)
-    if not includes_zero:
-        u = tl.maximum(u, _TL_RAND_MIN)
-    return u
-'''
+''' + STEP_SEED_HUNK.before
 STEP_SEED = STEP_SEED_HUNK.after.removeprefix(STEP_SEED_HUNK.before)
 BLOCK_ARGMAX = '''
 

@@ -1,6 +1,15 @@
+import textwrap
+
 import pytest
 
+from dflash2_backport.transforms.edits.subclass_seams.judge import (
+    LAYER_ATTRIBUTE,
+    LAYERS,
+    MODEL,
+    MODEL_ATTRIBUTE,
+)
 from dflash2_backport.transforms.edits.subclass_seams.writer import SubclassSeams
+from dflash2_backport.transforms.framework.edit import Hunk
 
 from .._cases import (
     assert_left_alone,
@@ -17,86 +26,45 @@ class DFlashQwen3DecoderLayer(nn.Module):
         super().__init__()
 """
 
-PENDING = (
-    LAYER
-    + """
+#: The module with a slot for each hunk: the two classes as 0.27.1 ships
+#: them, the hunks' own lines filled in from their files.
+MODULE = LAYER + """
 
 @support_torch_compile
 class DFlashQwen3Model(nn.Module):
-    hf_to_vllm_mapper = WeightsMapper(
-        orig_to_new_substr={"midlayer.": "layers.0."},
+{layer_attribute}    hf_to_vllm_mapper = WeightsMapper(
+        orig_to_new_substr={{"midlayer.": "layers.0."}},
     )
 
     def __init__(self, *, vllm_config, start_layer_id=0, prefix=""):
         super().__init__()
         current_vllm_config = get_current_vllm_config()
-        self.layers = nn.ModuleList(
-            [
-                DFlashQwen3DecoderLayer(
-                    current_vllm_config,
-                    config=self.config,
-                    layer_idx=layer_idx,
-                    cache_config=current_vllm_config.cache_config,
-                    quant_config=self.quant_config,
-                    prefix=maybe_prefix(prefix, f"layers.{layer_idx + start_layer_id}"),
-                )
-                for layer_idx in range(self.config.num_hidden_layers)
-            ]
-        )
-
+{layers}
 
 class DFlashQwen3ForCausalLM(Qwen3ForCausalLM):
-    def __init__(self, *, vllm_config: VllmConfig, prefix: str = ""):
+{model_attribute}    def __init__(self, *, vllm_config: VllmConfig, prefix: str = ""):
         nn.Module.__init__(self)
-        self.model = DFlashQwen3Model(
-            vllm_config=vllm_config,
-            prefix=maybe_prefix(prefix, "model"),
-            start_layer_id=target_layer_num,
-        )
-"""
-)
-APPLIED = (
-    LAYER
-    + """
+{model}"""
 
-@support_torch_compile
-class DFlashQwen3Model(nn.Module):
-    decoder_layer_cls = DFlashQwen3DecoderLayer
 
-    hf_to_vllm_mapper = WeightsMapper(
-        orig_to_new_substr={"midlayer.": "layers.0."},
+def _module(side: str) -> str:
+    """MODULE with each hunk's code as it ships ("before") or as the edit
+    leaves it ("after")."""
+
+    def attribute(hunk: Hunk) -> str:
+        code = getattr(hunk, side)
+        return textwrap.indent(code, "    ") + "\n" if code else ""
+
+    return MODULE.format(
+        layer_attribute=attribute(LAYER_ATTRIBUTE),
+        layers=textwrap.indent(getattr(LAYERS, side), " " * 8),
+        model_attribute=attribute(MODEL_ATTRIBUTE),
+        model=textwrap.indent(getattr(MODEL, side), " " * 8),
     )
 
-    def __init__(self, *, vllm_config, start_layer_id=0, prefix=""):
-        super().__init__()
-        current_vllm_config = get_current_vllm_config()
-        self.layers = nn.ModuleList(
-            [
-                self.decoder_layer_cls(
-                    current_vllm_config,
-                    config=self.config,
-                    layer_idx=layer_idx,
-                    cache_config=current_vllm_config.cache_config,
-                    quant_config=self.quant_config,
-                    prefix=maybe_prefix(prefix, f"layers.{layer_idx + start_layer_id}"),
-                )
-                for layer_idx in range(self.config.num_hidden_layers)
-            ]
-        )
 
-
-class DFlashQwen3ForCausalLM(Qwen3ForCausalLM):
-    model_cls = DFlashQwen3Model
-
-    def __init__(self, *, vllm_config: VllmConfig, prefix: str = ""):
-        nn.Module.__init__(self)
-        self.model = self.model_cls(
-            vllm_config=vllm_config,
-            prefix=maybe_prefix(prefix, "model"),
-            start_layer_id=target_layer_num,
-        )
-"""
-)
+PENDING = _module("before")
+APPLIED = _module("after")
 
 _MAPPER = """\
     hf_to_vllm_mapper = WeightsMapper(
