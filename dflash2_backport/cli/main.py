@@ -9,16 +9,18 @@ every check passed); 1 `check` found edits pending, or `apply
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
-import typer
-
 from ..engine.options import RunOptions
 from ..utils.errors import BackportError
+from .declared import Option
 
-app = typer.Typer(
+#: The typer application's settings; it is built from the commands below
+#: only for a line that is not plain (`app`, at the end).
+APP_SETTINGS = dict(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -33,6 +35,8 @@ def _path(value: str) -> Path:
     (`--root "$SRC"`), would be the current directory to Path, and the tree
     the shell stands in would be patched."""
     if not value:
+        import typer  # typer is parsing the line
+
         raise typer.BadParameter(
             "an empty path; give the path itself (`.` for the current directory)"
         )
@@ -43,7 +47,7 @@ def _python(does: str):
     """--python, worded for what the command does with that vLLM."""
     return Annotated[
         Optional[Path],
-        typer.Option(
+        Option(
             "--python",
             metavar="PATH",
             parser=_path,
@@ -57,7 +61,7 @@ def _python(does: str):
 def _force(does: str):
     return Annotated[
         bool,
-        typer.Option(
+        Option(
             "--force",
             help=f"{does} a vLLM of unknown version on the structural checks alone",
         ),
@@ -74,7 +78,7 @@ ForceCheck = _force("check")
 ForceRevert = _force("revert")
 SitePackages = Annotated[
     Optional[Path],
-    typer.Option(
+    Option(
         "--site-packages",
         metavar="PATH",
         parser=_path,
@@ -84,7 +88,7 @@ SitePackages = Annotated[
 ]
 Root = Annotated[
     Optional[Path],
-    typer.Option(
+    Option(
         "--root",
         metavar="PATH",
         parser=_path,
@@ -93,7 +97,7 @@ Root = Annotated[
 ]
 Diff = Annotated[
     bool,
-    typer.Option(
+    Option(
         "--diff",
         help="print the changes as a patch on stdout (new files whole, as git "
         "writes them: `git apply` or `patch -p1` makes them), and the report on stderr",
@@ -101,18 +105,18 @@ Diff = Annotated[
 ]
 # The new files are always in the diff now, whole: this earlier spelling of
 # that is still accepted, and means --diff.
-DiffModules = Annotated[bool, typer.Option("--diff-modules", hidden=True)]
-Json = Annotated[bool, typer.Option("--json", help="print one JSON object instead of text")]
+DiffModules = Annotated[bool, Option("--diff-modules", hidden=True)]
+Json = Annotated[bool, Option("--json", help="print one JSON object instead of text")]
 FailIfChanged = Annotated[
     bool,
-    typer.Option(
+    Option(
         "--fail-if-changed",
         help="exit 1 when files were changed, as pre-commit fixers do",
     ),
 ]
 OnlyPr = Annotated[
     bool,
-    typer.Option(
+    Option(
         "--only-pr",
         help="exactly the DFlash2 PR's edits, as vLLM 0.28.0 has them: the upstream "
         "fixes are left out, and undone where present",
@@ -121,18 +125,17 @@ OnlyPr = Annotated[
 # The check hook's entry gives it: the hint then names the pre-commit command
 # that runs the apply hook, since pre-commit's users do not have this tool on
 # PATH.
-FromPreCommit = Annotated[bool, typer.Option("--from-pre-commit", hidden=True)]
+FromPreCommit = Annotated[bool, Option("--from-pre-commit", hidden=True)]
 PRE_COMMIT_FIX = "pre-commit run --hook-stage manual dflash2-backport-apply --all-files"
 OnlyPrCheck = Annotated[
     bool,
-    typer.Option(
+    Option(
         "--only-pr",
         help="check against the DFlash2 PR's edits alone, as `apply --only-pr` leaves them",
     ),
 ]
 
 
-@app.command()
 def apply(
     python: PythonToPatch = None,
     site_packages: SitePackages = None,
@@ -151,10 +154,9 @@ def apply(
         diff=diff, diff_modules=diff_modules, fail_if_changed=fail_if_changed,
         only_pr=only_pr,
     )
-    raise typer.Exit(_run(options, json_output))
+    raise SystemExit(_run(options, json_output))
 
 
-@app.command()
 def check(
     python: PythonToCheck = None,
     site_packages: SitePackages = None,
@@ -172,10 +174,9 @@ def check(
         diff=diff, diff_modules=diff_modules, only_pr=only_pr,
         fix_command=PRE_COMMIT_FIX if from_pre_commit else None,
     )
-    raise typer.Exit(_run(options, json_output))
+    raise SystemExit(_run(options, json_output))
 
 
-@app.command()
 def revert(
     python: PythonToRevert = None,
     site_packages: SitePackages = None,
@@ -191,7 +192,7 @@ def revert(
         "revert", site_packages=site_packages, root=root, python=python, force=force,
         diff=diff, diff_modules=diff_modules,
     )
-    raise typer.Exit(_run(options, json_output))
+    raise SystemExit(_run(options, json_output))
 
 
 def _run(options: RunOptions, json_output: bool) -> int:
@@ -205,13 +206,12 @@ def _run(options: RunOptions, json_output: bool) -> int:
         return report.render(run(options, report))
 
 
-@app.command()
 def verify(
     python: PythonToVerify = None,
     json_output: Json = False,
     gpu: Annotated[
         bool,
-        typer.Option(
+        Option(
             "--gpu",
             help="run vLLM's real engine on this machine's CUDA GPU instead: "
             "with and without a DFlash2 draft, as `vllm serve` starts it",
@@ -219,7 +219,7 @@ def verify(
     ] = False,
     target: Annotated[
         Optional[Path],
-        typer.Option(
+        Option(
             "--target",
             metavar="PATH",
             help="(--gpu) your target model's directory instead of a small "
@@ -229,7 +229,7 @@ def verify(
     ] = None,
     draft: Annotated[
         Optional[Path],
-        typer.Option(
+        Option(
             "--draft",
             metavar="PATH",
             help="(--gpu) your DFlash2 draft's directory; needs --target",
@@ -238,7 +238,7 @@ def verify(
     ] = None,
     attention_backend: Annotated[
         Optional[str],
-        typer.Option(
+        Option(
             "--attention-backend",
             metavar="NAME",
             help="(--gpu) the attention backend of both engines, e.g. TRITON_ATTN "
@@ -289,7 +289,7 @@ def _verify(python, json_output, gpu, target, draft, attention_backend) -> None:
 
         verification = dataclasses.replace(verification, hint=hint(options))
 
-        raise typer.Exit(render(verification, interpreter, json_output))
+        raise SystemExit(render(verification, interpreter, json_output))
     except (BackportError, Interrupted) as error:
         if json_output:
             import json
@@ -297,10 +297,12 @@ def _verify(python, json_output, gpu, target, draft, attention_backend) -> None:
             print(json.dumps({"command": "verify", "passed": False, "error": str(error)}))
         else:
             print(f"dflash2-backport: error: {error}", file=sys.stderr)
-        raise typer.Exit(2) from None
+        raise SystemExit(2) from None
 
 
 def _version(value: bool) -> None:
+    import typer  # an eager option's callback: typer is parsing the line
+
     if value:
         from .. import __version__
         from ..build_info import version_line
@@ -310,6 +312,8 @@ def _version(value: bool) -> None:
 
 
 def _explain(name: Optional[str]) -> None:
+    import typer  # an eager option's callback: typer is parsing the line
+
     if name is None:
         return
     from ..transforms import catalogue
@@ -326,11 +330,10 @@ def _explain(name: Optional[str]) -> None:
     raise typer.Exit(0)
 
 
-@app.callback()
 def _options(
     version: Annotated[
         bool,
-        typer.Option(
+        Option(
             "--version",
             callback=_version,
             is_eager=True,
@@ -339,7 +342,7 @@ def _options(
     ] = False,
     explain: Annotated[
         Optional[str],
-        typer.Option(
+        Option(
             "--explain",
             metavar="EDIT",
             callback=_explain,
@@ -362,10 +365,11 @@ def _plain_call(argv: list[str]):
 
     Such a line is what hooks and scripts run over and over, and it needs no
     parser: read against the command's own declarations here, it is answered
-    without building typer's command, which from typer 0.29 on imports
-    pydantic and builds a validator for every option, several times the cost
-    of answering a cached `check` (scripts/bench.py measures both). Anything
-    else (help, a typo, a missing value, another command) goes to typer."""
+    without importing typer (a third of a cached `check`) or building its
+    command, which from typer 0.29 on imports pydantic and builds a validator
+    for every option, several times that cost (scripts/bench.py measures
+    both). Anything else (help, a typo, a missing value, another command)
+    goes to typer."""
     import inspect
     from typing import get_type_hints
 
@@ -374,14 +378,10 @@ def _plain_call(argv: list[str]):
     command = globals()[argv[0]]
     options: dict[str, tuple[str, bool]] = {}  # "--root" -> ("root", takes a value)
     for name, hint in get_type_hints(command, include_extras=True).items():
-        declared = [m for m in getattr(hint, "__metadata__", ()) if hasattr(m, "param_decls")]
+        declared = [m for m in getattr(hint, "__metadata__", ()) if isinstance(m, Option)]
         if name == "return" or len(declared) != 1:
             continue
-        info = declared[0]
-        # Declared under Annotated, the first spelling lands in `default`, and
-        # typer reads it from there.
-        first = (info.default,) if isinstance(info.default, str) else ()
-        for spelling in (*first, *(info.param_decls or ())):
+        for spelling in declared[0].spellings:
             options[spelling] = (name, hint.__origin__ is not bool)
     arguments = {
         name: parameter.default
@@ -427,7 +427,7 @@ def usage_line(error, argv: list[str]) -> str:
     context = getattr(error, "ctx", None)
     where = context.command_path if context is not None else PROG
     if where == PROG and argv and argv[0] in (
-        c.name or c.callback.__name__ for c in app.registered_commands
+        c.name or c.callback.__name__ for c in _app().registered_commands
     ):
         # An option's missing value is reported against the group.
         where = f"{PROG} {argv[0]}"
@@ -442,20 +442,31 @@ def main() -> None:
     plain = _plain_call(argv)
     if plain is not None:
         command, arguments = plain
-        try:
-            command(**arguments)
-        except typer.Exit as done:
-            sys.exit(done.exit_code)
+        command(**arguments)
         sys.exit(0)
     if not argv:
-        app(prog_name=PROG)  # the help, as click shows it with no command
+        _app()(prog_name=PROG)  # the help, as click shows it with no command
         return
     try:
-        code = app(prog_name=PROG, standalone_mode=False)
+        code = _app()(prog_name=PROG, standalone_mode=False)
     except _usage_errors() as error:
         print(usage_line(error, argv), file=sys.stderr)
         sys.exit(2)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+@functools.cache
+def _app():  # type: ignore[no-untyped-def]
+    from . import typer_app
+
+    return typer_app.build([apply, check, revert, verify], _options, **APP_SETTINGS)
+
+
+def __getattr__(name: str):  # type: ignore[no-untyped-def]
+    # `app`, built on first use: `from dflash2_backport.cli.main import app`.
+    if name == "app":
+        return _app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 if __name__ == "__main__":

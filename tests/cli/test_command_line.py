@@ -60,7 +60,7 @@ def test_a_plain_command_line_calls_the_command_as_typer_does(
     plain = cli._plain_call(argv)
     assert plain is not None
     command, arguments = plain
-    with pytest.raises(cli.typer.Exit):
+    with pytest.raises(SystemExit):
         command(**arguments)
     assert len(calls) == 2
     assert calls[0] == calls[1]
@@ -71,21 +71,32 @@ def test_any_other_command_line_is_left_to_typer(argv: list[str]) -> None:
     assert cli._plain_call(argv) is None
 
 
-def test_a_plain_check_is_answered_without_building_typers_command(tmp_path: Path) -> None:
-    # typer's command, built, would raise: the plain line never builds it.
-    probe = (
-        "import sys, typer.main\n"
-        "def refuse(*a, **k): raise SystemExit('typer built the command')\n"
-        "typer.main.get_command = refuse\n"
-        "from dflash2_backport.cli.main import main\n"
-        "sys.argv = ['dflash2-backport', 'check', '--root', sys.argv[1]]\n"
-        "main()\n"
-    )
-    result = subprocess.run([sys.executable, "-c", probe, str(tmp_path)],
+PLAIN_CHECK = (
+    "import sys\n"
+    "from dflash2_backport.cli.main import main\n"
+    "sys.argv = ['dflash2-backport', 'check', '--root', sys.argv[1]]\n"
+    "try:\n"
+    "    main()\n"
+    "finally:\n"
+    "    print(sorted(m for m in sys.modules if m.split('.')[0] in ('typer', 'click')))\n"
+)
+
+
+def test_a_plain_check_is_answered_without_importing_typer(tmp_path: Path) -> None:
+    result = subprocess.run([sys.executable, "-c", PLAIN_CHECK, str(tmp_path)],
                             capture_output=True, text=True)
     assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stdout == "[]\n"
     assert result.stderr == f"dflash2-backport: error: {tmp_path}: no vllm/ package here; " \
         "pass --root the directory that contains vllm/\n"
+
+
+def test_a_line_left_to_typer_imports_it() -> None:
+    # The same probe sees typer where the line needs it.
+    result = subprocess.run([sys.executable, "-c", PLAIN_CHECK.replace("'check', ", "'check', '--roo', "), "."],
+                            capture_output=True, text=True)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "'typer'" in result.stdout
 
 
 USAGE_ERRORS = {
