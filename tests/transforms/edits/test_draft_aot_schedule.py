@@ -25,6 +25,8 @@ from .._cases import (
 )
 
 NAME = "draft-aot-schedule"
+#: The speculator as 0.27.1 ships it; the call the fix's loop follows, from
+#: the hunk's file.
 PENDING = '''
 import torch
 
@@ -47,19 +49,12 @@ class DFlashSpeculator(DraftModelSpeculator):
         target_input_buffers: InputBuffers,
         target_attn_groups: list[list[AttentionGroup]],
     ) -> None:
-        super().set_attn(
-            model_state,
-            kv_cache_config,
-            block_tables,
-            target_input_buffers,
-            target_attn_groups,
-        )
-
+{super_call}
         self.draft_kv_cache_group_ids = [
             gid for gid, g in enumerate(self.attn_groups) if g
         ]
         assert self.draft_kv_cache_group_ids, "No draft attention groups found."
-'''
+'''.replace("{super_call}", textwrap.indent(AOT_OFF.before, " " * 8))
 IMPORT_0271 = IMPORT.before
 IMPORT_FIXED = IMPORT.after
 SUPER_CALL_END = "            target_attn_groups,\n        )\n"

@@ -292,19 +292,8 @@ class DraftModelSpeculator(BaseSpeculator):
 #: `sample_draft` as 0.27.1 has it and as the fix leaves it, from the hunk's files.
 DRAFT_MODEL_PENDING = DRAFT_MODEL_HEAD + textwrap.indent(SAMPLE_DRAFT.before, "    ")
 DRAFT_MODEL_APPLIED = DRAFT_MODEL_HEAD + textwrap.indent(SAMPLE_DRAFT.after, "    ")
-DSPARK_CALL = """\
-                draft_sampled_i = gumbel_sample(
-                    logits_i,
-                    idx_map[:, i],
-                    self.temperature,
-                    self.seeds,
-                    sample_pos[:, i] - 1,
-                    apply_temperature=True,
-                    output_processed_logits=self.draft_logits,
-                    output_processed_logits_col=self._step_cols[i],
-                    use_fp64=self.use_fp64_gumbel,
-                )
-"""
+#: DSpark's draw as 0.27.1 has it, from the hunk's file.
+DSPARK_CALL = textwrap.indent(DSPARK_DRAW.before, " " * 16)
 DSPARK_GREEDY = """\
                 draft_sampled_i = self.model.map_draft_to_target(
                     logits_i.argmax(dim=-1)
