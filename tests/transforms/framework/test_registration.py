@@ -38,6 +38,14 @@ def test_every_edit_has_a_judge_for_each_hunk_and_a_writer(edit: declarations.Ed
     assert all(h.where and h.why for h in edit.hunks)
 
 
+@pytest.mark.parametrize(("declaration", "edit"), list(zip(DECLARATIONS, EDITS)), ids=DECLARATIONS)
+def test_an_edit_lives_in_the_folder_named_as_it_is(declaration: str, edit: declarations.Edit) -> None:
+    # Python's spelling of the name: `draft-max-position` in draft_max_position/.
+    folder = declaration.split(":")[0]
+    assert folder == edit.name.replace("-", "_")
+    assert edit.writer.split(":")[0] == folder
+
+
 def _defined(directory: Path, kind: str) -> set[str]:
     """"folder:NAME" for each module-level `NAME = Edit(...)` in an edit's
     judge.py (kind "Edit") or each class that names its `EDIT = ...` in its
