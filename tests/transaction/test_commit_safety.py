@@ -441,9 +441,10 @@ def test_ctrl_c_while_planning_writes_nothing_and_says_so(trees: dict) -> None:
 
 
 #: From the tool's first module on: the package's helpers that install the
-#: command's own handlers, then typer, then the command line itself.
-LOADING = ["dflash2_backport.utils", "dflash2_backport.utils.interrupts", "typer",
-           "dflash2_backport.cli.main"]
+#: command's own handlers, the options' declarations (a plain line loads them
+#: in typer's stead), then the command line itself.
+LOADING = ["dflash2_backport.utils", "dflash2_backport.utils.interrupts",
+           "dflash2_backport.cli.declared", "dflash2_backport.cli.main"]
 
 
 @pytest.mark.parametrize("name", ["SIGINT", "SIGTERM"])
@@ -452,9 +453,9 @@ LOADING = ["dflash2_backport.utils", "dflash2_backport.utils.interrupts", "typer
 def test_a_signal_while_the_command_line_loads_stops_with_one_line_and_writes_nothing(
     trees: dict, command: str, module: str, name: str
 ) -> None:
-    """The first tenth of a second goes to importing typer and the tool:
-    Ctrl-C there is a clean stop, as it is later, not a traceback, down to
-    the first module the tool imports."""
+    """The first tenth of a second goes to importing the tool: Ctrl-C there
+    is a clean stop, as it is later, not a traceback, down to the first
+    module the tool imports."""
     site = trees["site"]
     for as_json in (False, True):
         args = [command, "--site-packages", str(site), *(["--json"] if as_json else [])]
