@@ -9,6 +9,7 @@ every check passed); 1 `check` found edits pending, or `apply
 from __future__ import annotations
 
 import dataclasses
+import enum
 import functools
 import sys
 from pathlib import Path
@@ -206,6 +207,14 @@ def _run(options: RunOptions, json_output: bool) -> int:
         return report.render(run(options, report))
 
 
+class Dtype(str, enum.Enum):
+    """`verify --gpu --dtype`: those vLLM serves a dense model in."""
+
+    bfloat16 = "bfloat16"
+    float16 = "float16"
+    float32 = "float32"
+
+
 def verify(
     python: PythonToVerify = None,
     json_output: Json = False,
@@ -246,6 +255,17 @@ def verify(
             show_default=False,
         ),
     ] = None,
+    dtype: Annotated[
+        Optional[Dtype],
+        Option(
+            "--dtype",
+            help="(--gpu) the engines' dtype; float32 holds the greedy outputs with "
+            "and without the draft equal, the others to near-ties "
+            "[default: bfloat16, or what your --target declares]",
+            show_default=False,
+            case_sensitive=False,
+        ),
+    ] = None,
 ) -> None:
     """Prove at run time that vLLM resolves, configures and dispatches DFlash2:
     on the CPU, or with --gpu in the real engine on this machine's GPU. Exit 0
@@ -255,18 +275,20 @@ def verify(
     # A signal ends the probes (and any engine they started) before the
     # command stops, and the temporary directory with them.
     with interrupts.stopping_on_signals():
-        _verify(python, json_output, gpu, target, draft, attention_backend)
+        _verify(python, json_output, gpu, target, draft, attention_backend,
+                dtype.value if dtype else None)
 
 
-def _verify(python, json_output, gpu, target, draft, attention_backend) -> None:
+def _verify(python, json_output, gpu, target, draft, attention_backend, dtype) -> None:
     from ..utils.errors import Interrupted
 
     try:
         # Inside: a signal while it loads stops the command like any other.
         from ..vllm_tree.triage import locate
 
-        if not gpu and (target or draft or attention_backend):
-            raise BackportError("--target, --draft and --attention-backend need --gpu")
+        if not gpu and (target or draft or attention_backend or dtype):
+            raise BackportError(
+                "--target, --draft, --attention-backend and --dtype need --gpu")
         if (target is None) != (draft is None):
             raise BackportError("--target and --draft go together: name both checkpoints")
         if target is not None:
@@ -280,7 +302,7 @@ def _verify(python, json_output, gpu, target, draft, attention_backend) -> None:
         if gpu:
             from ..verification.gpu_verify import hint, run_gpu
 
-            verification = run_gpu(interpreter, target, draft, attention_backend)
+            verification = run_gpu(interpreter, target, draft, attention_backend, dtype)
         else:
             from ..verification.verify import hint, run
 

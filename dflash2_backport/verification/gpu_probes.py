@@ -7,15 +7,20 @@ imports only the standard library, torch and vLLM, and loads its siblings
 checkpoints.py and probes.py by path.
 
 It starts vLLM's engine twice, as `vllm serve` starts it (the V2 model
-runner, torch.compile and CUDA graphs, in float32 so that the comparison is
-exact): on the target alone, and with the DFlash2 draft. Each engine runs in
-a process of its own; both at once on the small checkpoints this file writes
-(checkpoints.py), one after the other on the user's own. Then it judges:
+runner, torch.compile and CUDA graphs, in the dtype asked for, bfloat16 by
+default, with the attention backend vLLM picks for it): on the target alone,
+and with the DFlash2 draft. Each engine runs in a process of its own; both
+at once on the small checkpoints this file writes (checkpoints.py), one
+after the other on the user's own. Then it judges:
 
-  engine      both engines started, on the V2 model runner with CUDA graphs
+  engine      both engines started, on the V2 model runner with CUDA graphs;
+              the attention backend of the target's and the draft's layers
   speculator  the engine with the draft built exactly one DFlash2Speculator
-  lossless    its greedy tokens equal the engine's without the draft
-  counters    vLLM's spec-decode counters moved (the acceptance rate shown)
+  lossless    float32: its greedy tokens equal the engine's without the draft;
+              bfloat16 and float16: where they first differ, the two tokens
+              are a near-tie of the target's logits (NEAR_TIE)
+  counters    vLLM's spec-decode counters moved; on the small checkpoints,
+              drafts accepted as often as they make likely (ACCEPTED_SHARE)
   kernels     the DFlash2 speculator's Triton kernels compiled and launched
 
     python gpu_probes.py REQUEST_JSON RESULT_JSON
@@ -50,9 +55,33 @@ MAX_TOKENS = 64
 # top-k kernel (seen on an H200 host: about three minutes alone, over five
 # beside other engines doing the same).
 SMALL_ENGINE_TIMEOUT = 600
+# The token counts of the small run's decode steps: up to 24 requests, one
+# token each without the draft and four with it.
+SMALL_CAPTURE_SIZES = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96]
 # The user's checkpoints: prompts of random token ids, seeded.
 USER_PROMPTS = 8
 USER_PROMPT_LENGTHS = (16, 128)
+DTYPES = ("bfloat16", "float16", "float32")
+# The plain engine's logits returned at each position: its own token and the
+# next most likely, so that a first difference can be weighed.
+TOP_LOGITS = 5
+# Two greedy runs of one target in bfloat16 need not agree: the engine with
+# the draft scores K + 1 positions of each request per step, the plain one
+# one, so their matrix products reduce in other orders and other kernels, and
+# bfloat16 keeps 8 significant bits (each rounding is off by up to 2^-9 of
+# the value; a unit in the last place is 2^-7 to 2^-8 of it). Where the two
+# outputs first differ, their tokens must be a near-tie in the plain run's raw
+# logits: apart by at most 1/32 of the larger, four to eight units in the
+# last place of bfloat16, far above what rounding order moves a logit by
+# (vLLM's own bfloat16 comparisons accept any token among the other run's
+# top five) and far below what a target fed the wrong context moves it by.
+NEAR_TIE = 1 / 32
+# The small checkpoints make a draft likely to be accepted after a cycle
+# token (checkpoints.py): a drafter that continued the cycle there and knew
+# nothing else would get `likely_accepted` tokens accepted. The real one
+# must get at least this share of that; a broken selector (its candidates
+# shifted by one id, say) gets almost none.
+ACCEPTED_SHARE = 0.5
 
 
 def _sibling(name: str):
@@ -164,11 +193,42 @@ def worker_kernels(_worker=None) -> dict:
     return found
 
 
+def attention_label(layer) -> str:
+    """An attention layer's backend as vLLM names it, with FlashAttention's
+    version where the backend is FlashAttention."""
+    backend = layer.attn_backend
+    name = backend.get_name() if hasattr(backend, "get_name") else type(backend).__name__
+    version = getattr(getattr(layer, "impl", None), "vllm_flash_attn_version", None)
+    return f"{name} (FlashAttention {version})" if version else name
+
+
+def worker_attention(worker) -> dict:
+    """The attention backend of every attention layer the worker built, the
+    target's and the draft's apart: {"target": {label: layers}, "draft": ...}."""
+    layers = worker.vllm_config.compilation_config.static_forward_context
+    speculator = getattr(worker.model_runner, "speculator", None)
+    drafts = set(getattr(speculator, "draft_attn_layer_names", None) or ())
+    found: dict = {"target": {}, "draft": {}}
+    for name, layer in layers.items():
+        if getattr(layer, "attn_backend", None) is None:
+            continue
+        side = found["draft" if name in drafts else "target"]
+        label = attention_label(layer)
+        side[label] = side.get(label, 0) + 1
+    return found
+
+
 def engine_kwargs(spec: dict) -> dict:
     kwargs = dict(
-        model=spec["target"], dtype="float32", skip_tokenizer_init=True, seed=0,
+        model=spec["target"], dtype=spec["dtype"], skip_tokenizer_init=True, seed=0,
         max_num_seqs=spec["max_num_seqs"], disable_log_stats=False,
     )
+    if spec.get("top_logits"):
+        # Raw logits, not log-probabilities: a near-tie is judged against the
+        # logits' own scale.
+        kwargs.update(logprobs_mode="raw_logits", max_logprobs=spec["top_logits"])
+    if spec.get("compilation"):
+        kwargs["compilation_config"] = spec["compilation"]
     kwargs.update(spec.get("memory", {}))
     if spec.get("max_model_len"):
         kwargs["max_model_len"] = spec["max_model_len"]
@@ -223,18 +283,28 @@ def run_engine(spec: dict, result_file: Path) -> None:
 
     def introspect() -> None:
         result["worker"] = state["llm"].collective_rpc(worker_introspect)[0]
+        result["attention"] = state["llm"].collective_rpc(worker_attention)[0]
 
     def greedy() -> None:
         from vllm import SamplingParams
 
         llm = state["llm"]
         params = SamplingParams(temperature=0.0, max_tokens=spec["max_tokens"],
-                                ignore_eos=True, detokenize=False)
+                                ignore_eos=True, detokenize=False,
+                                logprobs=spec.get("top_logits"))
         before = spec_counters(llm)
         outputs = llm.generate([{"prompt_token_ids": p} for p in spec["prompts"]],
                                params, use_tqdm=False)
         result["greedy"] = [list(o.outputs[0].token_ids) for o in outputs]
         result["counters"] = counter_delta(spec_counters(llm), before)
+        if spec.get("top_logits"):
+            # Per prompt and position: [[token, raw logit], ...], the engine's
+            # own token among them.
+            result["top_logits"] = [
+                [[[token, float(entry.logprob)] for token, entry in step.items()]
+                 for step in output.outputs[0].logprobs]
+                for output in outputs
+            ]
 
     def kernels() -> None:
         result["kernels"] = state["llm"].collective_rpc(worker_kernels)[0]
@@ -271,6 +341,14 @@ def user_prompts(target: Path, draft: Path) -> list[list[int]]:
 def _draft_settings(draft: Path) -> dict:
     config = json.loads((draft / "config.json").read_text())
     return {**config, **(config.get("dflash_config") or {})}
+
+
+def declared_dtype(target: Path) -> str:
+    """The dtype a user's target declares (`torch_dtype`, or `dtype` as newer
+    transformers write it), where it is one `verify --gpu` runs; else bfloat16."""
+    config = json.loads((target / "config.json").read_text())
+    declared = config.get("torch_dtype") or config.get("dtype")
+    return declared if declared in DTYPES else "bfloat16"
 
 
 def num_speculative_tokens(draft: Path) -> int:
@@ -366,7 +444,103 @@ def _cached(draft: dict) -> str:
     return "not cached: greedy drafts, vLLM's default"
 
 
-def judge(base: dict, draft: dict, synthetic: bool, together: bool) -> list[dict]:
+def attention_line(draft: dict) -> str:
+    """The attention backends the engine with the draft reports: its
+    target's layers and its draft's."""
+    found = draft.get("attention") or {}
+
+    def side(name: str) -> str:
+        labels = found.get(name) or {}
+        return " and ".join(sorted(labels)) or "not seen"
+
+    return f"attention: target {side('target')}, draft {side('draft')}"
+
+
+def first_difference(reference: list[int], speculated: list[int]) -> int:
+    return next((j for j, (a, b) in enumerate(zip(reference, speculated)) if a != b),
+                min(len(reference), len(speculated)))
+
+
+def near_tie(top: list, plain: int, drafted: int) -> tuple[float | None, float]:
+    """(how far the drafted token's raw logit lies below the plain one's,
+    the most a near-tie allows there); the first None where the drafted
+    token is not among the plain run's top logits."""
+    logits = {token: logit for token, logit in top}
+    if plain not in logits or drafted not in logits:
+        return None, 0.0
+    a, b = logits[plain], logits[drafted]
+    return a - b, NEAR_TIE * max(abs(a), abs(b))
+
+
+def lossless_problem(reference: list, speculated: list, top_logits: list | None,
+                     exact: bool) -> tuple[str | None, str]:
+    """(what is wrong, or None; what held): the greedy outputs of the plain
+    engine and the one with the draft, prompt by prompt."""
+    if len(reference) != len(speculated):
+        return f"{len(speculated)} outputs with the draft, {len(reference)} without", ""
+    tokens = sum(map(len, reference))
+    differ = [(i, first_difference(x, y))
+              for i, (x, y) in enumerate(zip(reference, speculated)) if x != y]
+    if exact:
+        if differ:
+            i, j = differ[0]
+            return (f"greedy tokens differ with the draft: prompt {i} at token {j} "
+                    f"({len(reference) - len(differ)} of {len(reference)} prompts "
+                    "equal)"), ""
+        return None, (f"greedy tokens with the draft equal those without: "
+                      f"{len(reference)} prompts, {tokens} tokens")
+    gaps = []
+    for i, j in differ:
+        x, y = reference[i], speculated[i]
+        if j >= len(x) or j >= len(y):
+            return f"prompt {i}: {len(y)} tokens with the draft, {len(x)} without", ""
+        top = (top_logits or [[]] * len(reference))[i]
+        gap, allowed = near_tie(top[j] if j < len(top) else [], x[j], y[j])
+        if gap is None:
+            return (f"prompt {i} at token {j}: the draft's run chose {y[j]} where the "
+                    f"plain one chose {x[j]}, not among the plain run's "
+                    f"{TOP_LOGITS} most likely tokens there: not a near-tie"), ""
+        if gap > allowed:
+            return (f"prompt {i} at token {j}: the draft's run chose {y[j]} where the "
+                    f"plain one chose {x[j]}, {gap:.3g} below it in the plain run's "
+                    f"logits, more than a near-tie's {allowed:.3g} (1/32 of the "
+                    "larger logit)"), ""
+        gaps.append(gap)
+    held = (f"{len(reference) - len(differ)} of {len(reference)} prompts give the "
+            f"plain run's greedy tokens with the draft ({tokens} tokens)")
+    if gaps:
+        held += (f"; {len(gaps)} part from it at near-ties of the target's logits "
+                 f"(at most {max(gaps):.3g} apart, within 1/32 of the larger)")
+    return None, held
+
+
+def likely_accepted(prompts: list, outputs: list, steps: int, cycle: list) -> int:
+    """The draft tokens a drafter would get accepted that continued the
+    cycle after a cycle token and drafted nothing acceptable elsewhere, on
+    these greedy outputs: each step drafts `steps` tokens after its last
+    accepted one, and the next step starts after what it got accepted."""
+    successor = {token: cycle[(n + 1) % len(cycle)] for n, token in enumerate(cycle)}
+    total = 0
+    for prompt, output in zip(prompts, outputs):
+        sequence = [prompt[-1], *output]
+        at = 0
+        while at < len(sequence) - 1:
+            accepted, token = 0, sequence[at]
+            while (accepted < steps and at + accepted + 1 < len(sequence)
+                   and successor.get(token) == sequence[at + accepted + 1]):
+                token = sequence[at + accepted + 1]
+                accepted += 1
+            total += accepted
+            at += accepted + 1
+    return total
+
+
+def judge(base: dict, draft: dict, synthetic: bool, together: bool, exact: bool = True,
+          likely: int | None = None) -> list[dict]:
+    """The checks, from the two engines' records. `exact`: the run's dtype
+    is float32, where greedy outputs must be equal; `likely`: on the small
+    checkpoints, the draft tokens they make likely to be accepted
+    (likely_accepted)."""
     checks = []
 
     def check(name: str, problem: str | None, passed: str, seconds: float) -> None:
@@ -398,7 +572,8 @@ def judge(base: dict, draft: dict, synthetic: bool, together: bool) -> list[dict
     check("engine", problem,
           f"V2 model runner, torch.compile ({engine.get('compilation_mode')}) and CUDA "
           f"graphs ({engine.get('cudagraph_mode')}), with and without the draft "
-          f"({'started together' if together else 'one after the other'})",
+          f"({'started together' if together else 'one after the other'}); "
+          f"{attention_line(draft)}",
           max(starts) if together else sum(starts))
 
     # speculator
@@ -421,22 +596,12 @@ def judge(base: dict, draft: dict, synthetic: bool, together: bool) -> list[dict
     problem = problem or (_failure(draft, "greedy") and (
         f"with the draft: {_failure(draft, 'greedy')}"))
     reference, speculated = base.get("greedy", []), draft.get("greedy", [])
+    held = ""
     if problem is None:
-        if len(reference) != len(speculated):
-            problem = f"{len(speculated)} outputs with the draft, {len(reference)} without"
-        else:
-            differ = [(i, next((j for j, (a, b) in enumerate(zip(x, y)) if a != b),
-                               min(len(x), len(y))))
-                      for i, (x, y) in enumerate(zip(reference, speculated)) if x != y]
-            if differ:
-                i, j = differ[0]
-                problem = (f"greedy tokens differ with the draft: prompt {i} at token {j} "
-                           f"({len(reference) - len(differ)} of {len(reference)} prompts "
-                           "equal)")
-    tokens = sum(map(len, reference))
-    check("lossless", problem,
-          f"greedy tokens with the draft equal those without: {len(reference)} prompts, "
-          f"{tokens} tokens", max(seconds(base, "greedy"), seconds(draft, "greedy")))
+        problem, held = lossless_problem(reference, speculated, base.get("top_logits"),
+                                         exact)
+    check("lossless", problem, held,
+          max(seconds(base, "greedy"), seconds(draft, "greedy")))
 
     # counters
     counters = draft.get("counters")
@@ -447,7 +612,13 @@ def judge(base: dict, draft: dict, synthetic: bool, together: bool) -> list[dict
         problem = f"no drafts counted: {acceptance(counters)}"
     elif synthetic and not counters.get("num_accepted_tokens", 0) > 0:
         problem = f"no draft token accepted on checkpoints made to accept: {acceptance(counters)}"
-    check("counters", problem, acceptance(counters or {}), 0.0)
+    elif synthetic and likely and counters["num_accepted_tokens"] < ACCEPTED_SHARE * likely:
+        problem = (f"{acceptance(counters)}: fewer than {ACCEPTED_SHARE:.0%} of the "
+                   f"{likely} these checkpoints make likely")
+    passed = acceptance(counters or {})
+    if synthetic and likely:
+        passed += f" (the checkpoints make {likely} likely)"
+    check("counters", problem, passed, 0.0)
 
     # kernels
     kernels = draft.get("kernels")
@@ -499,9 +670,13 @@ def main(request_file: str, result_file: str) -> None:
         paths = checkpoints.write_models(scratch / "models", "tiny", drafts=("dflash2",))
         target, draft = Path(paths["target"]), Path(paths["dflash2"])
         prompts = json.loads(Path(paths["prompts"]).read_text())["greedy"]
-        # Both engines at once: small, so that they share the GPU with room.
+        # Both engines at once: small, so that they share the GPU with room;
+        # CUDA graphs captured for the batches these prompts make, not for
+        # vLLM's default of every multiple of 8 up to twice the largest.
         common = {"max_num_seqs": 32, "memory": {
-            "gpu_memory_utilization": 0.1, "kv_cache_memory_bytes": 1 << 28}}
+            "gpu_memory_utilization": 0.1, "kv_cache_memory_bytes": 1 << 28},
+            "compilation": request.get("compilation") or {
+                "cudagraph_capture_sizes": SMALL_CAPTURE_SIZES}}
         together = True
     else:
         target, draft = Path(request["target"]), Path(request["draft"])
@@ -511,27 +686,38 @@ def main(request_file: str, result_file: str) -> None:
         together = False
     try:
         steps = num_speculative_tokens(draft)
+        dtype = request.get("dtype") or (
+            "bfloat16" if synthetic else declared_dtype(target))
     except (ValueError, OSError) as error:
         finish({"error": str(error)})
         return
+    exact = dtype == "float32"
     written = time.monotonic() - started
     spec = {"target": str(target), "prompts": prompts, "max_tokens": MAX_TOKENS,
-            "attention_backend": request.get("attention_backend"), **common}
-    specs = {"base": {**spec, "draft": None},
+            "dtype": dtype, "attention_backend": request.get("attention_backend"),
+            **common}
+    specs = {"base": {**spec, "draft": None, "top_logits": None if exact else TOP_LOGITS},
              "draft": {**spec, "draft": str(draft), "num_speculative_tokens": steps}}
     # A user's checkpoints may load for longer than the small ones start.
     allowed = min(request["engine_timeout"], SMALL_ENGINE_TIMEOUT) if synthetic else (
         request["engine_timeout"])
     results = run_engines(specs, scratch, request["bootstrap"], together,
                           deadline=time.monotonic() + allowed)
+    likely = None
+    if synthetic and results["base"].get("greedy"):
+        likely = likely_accepted(prompts, results["base"]["greedy"], steps,
+                                 _sibling("checkpoints").CYCLE)
     finish({
         "vllm": {"version": getattr(vllm, "__version__", None),
                  "package": os.path.dirname(os.path.abspath(vllm.__file__))},
         "gpu": gpu,
+        "dtype": dtype,
+        "attention": results["draft"].get("attention"),
         "models": {"synthetic": synthetic, "target": str(target), "draft": str(draft),
                    "written_s": round(written, 1), "prompts": len(prompts),
                    "num_speculative_tokens": steps},
-        "checks": judge(results["base"], results["draft"], synthetic, together),
+        "checks": judge(results["base"], results["draft"], synthetic, together,
+                        exact=exact, likely=likely),
     })
 
 

@@ -52,8 +52,10 @@ def checkpoint_dir(path: Path, option: str) -> Path:
 
 
 def run_gpu(python: str, target: Path | None = None, draft: Path | None = None,
-            attention_backend: str | None = None,
+            attention_backend: str | None = None, dtype: str | None = None,
             timeout: float = TIMEOUT) -> Verification:
+    """Both engines in `python`, in `dtype` (None: bfloat16 on the small
+    checkpoints, the dtype a user's target declares)."""
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="dflash2-backport-verify-gpu-") as name:
         scratch = Path(name)
@@ -63,6 +65,7 @@ def run_gpu(python: str, target: Path | None = None, draft: Path | None = None,
             "target": str(target) if target else None,
             "draft": str(draft) if draft else None,
             "attention_backend": attention_backend,
+            "dtype": dtype,
             "bootstrap": _BOOTSTRAP,
             "engine_timeout": min(ENGINE_TIMEOUT, timeout - 30),
         }))
@@ -79,8 +82,11 @@ def run_gpu(python: str, target: Path | None = None, draft: Path | None = None,
         vllm_version=document["vllm"]["version"],
         vllm_package=document["vllm"]["package"],
         seconds=round(time.monotonic() - started, 1),
-        context=(f"on {document['gpu']}: {what}; {models['prompts']} prompts of token "
-                 f"ids, {models['num_speculative_tokens']} draft tokens per step"),
+        context=(f"on {document['gpu']}, {document['dtype']}: {what}; "
+                 f"{models['prompts']} prompts of token ids, "
+                 f"{models['num_speculative_tokens']} draft tokens per step"),
         hint=HINT,
         notes=environment_notes(),
+        facts={"gpu": document["gpu"], "dtype": document["dtype"],
+               "attention": document.get("attention")},
     )

@@ -93,6 +93,9 @@ class Verification:
     hint: str = "run `dflash2-backport apply`, then verify again"
     # What the caller's environment had that the probes did not get.
     notes: tuple[str, ...] = ()
+    # Figures of the run for --json beside the checks (the GPU run's dtype
+    # and attention backends).
+    facts: dict = dataclasses.field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -146,12 +149,19 @@ def environment_notes() -> tuple[str, ...]:
             "vLLM's defaults, and a server started with these settings may differ",)
 
 
+def flashinfer_workspace() -> str:
+    """Where FlashInfer keeps its JIT kernels for this user: its own setting,
+    else the home directory, as vLLM's engines find it."""
+    return os.environ.get("FLASHINFER_WORKSPACE_BASE") or os.path.expanduser("~")
+
+
 def scratch_environment(scratch: Path) -> dict[str, str]:
     """The probe process's environment: the caller's, less vLLM's own
     settings (`left_out`), with every cache vLLM, torch, Triton and CUDA keep
     (in the home directory or the system temp dir by default), the home
     directory and the temp dir inside `scratch`, so that verifying leaves
-    nothing behind; no network."""
+    nothing behind but FlashInfer's kernels, built where vLLM builds them;
+    no network."""
     dropped = set(left_out())
     environ = {name: value for name, value in os.environ.items() if name not in dropped}
     (scratch / "tmp").mkdir()
@@ -171,9 +181,12 @@ def scratch_environment(scratch: Path) -> dict[str, str]:
         TRITON_CACHE_DIR=str(scratch / "triton"),
         TRITON_HOME=str(scratch / "triton-home"),
         CUDA_CACHE_PATH=str(scratch / "cuda-cache"),
-        # FlashInfer builds its JIT kernels (vLLM's top-k and sampler on CUDA)
-        # under the home directory, not XDG_CACHE_HOME.
-        FLASHINFER_WORKSPACE_BASE=str(scratch / "flashinfer"),
+        # FlashInfer's JIT kernels (the DFlash2 selector's top-k, vLLM's
+        # sampler) stay where vLLM's own engines build and find them (under
+        # the user's home, or FLASHINFER_WORKSPACE_BASE): the same kernels a
+        # `vllm serve` needs, minutes of nvcc on a first start, built once
+        # for both.
+        FLASHINFER_WORKSPACE_BASE=flashinfer_workspace(),
         XDG_CACHE_HOME=str(scratch / "xdg-cache"),
         TMPDIR=str(scratch / "tmp"),
         HF_HUB_OFFLINE="1",
@@ -342,6 +355,7 @@ def render(verification: Verification, python: str, as_json: bool) -> int:
                 "passed": verification.passed,
                 "seconds": verification.seconds,
                 **({"context": verification.context} if verification.context else {}),
+                **verification.facts,
                 **({"notes": list(verification.notes)} if verification.notes else {}),
                 "checks": [
                     {k: v for k, v in dataclasses.asdict(c).items()

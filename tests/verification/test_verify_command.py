@@ -62,8 +62,10 @@ def model_dir(path: Path) -> Path:
 @pytest.mark.parametrize(
     "arguments, message",
     [
-        (["--target", "T", "--draft", "D"], "--target, --draft and --attention-backend need --gpu"),
+        (["--target", "T", "--draft", "D"],
+         "--target, --draft, --attention-backend and --dtype need --gpu"),
         (["--attention-backend", "TRITON_ATTN"], "need --gpu"),
+        (["--dtype", "float32"], "need --gpu"),
         (["--gpu", "--target", "T"], "--target and --draft go together"),
         (["--gpu", "--draft", "D"], "--target and --draft go together"),
         (["--gpu", "--target", "missing", "--draft", "D"],
@@ -339,7 +341,6 @@ CACHE_LOCATIONS = [
     "TRITON_HOME",
     "CUDA_CACHE_PATH",  # the driver's PTX cache, ~/.nv by default
     "XDG_CACHE_HOME",  # Hugging Face, pip, and the rest that follow XDG
-    "FLASHINFER_WORKSPACE_BASE",  # FlashInfer's JIT kernels, ~/.cache/flashinfer
     "TMPDIR",
     "HOME",  # what keeps its cache under ~ itself: ~/.humming, ~/.tilelang
 ]
@@ -351,6 +352,28 @@ def test_every_cache_the_engines_keep_goes_into_the_scratch_directory(tmp_path, 
     scratch.mkdir()
     environment = verify.scratch_environment(scratch)
     assert Path(environment[name]).is_relative_to(scratch)
+
+
+@pytest.mark.parametrize("given, expected", [
+    ("{tmp}/flashinfer-here", "{tmp}/flashinfer-here"),
+    (None, "{home}"),
+])
+def test_flashinfer_builds_its_kernels_where_vllms_engines_find_them(
+        tmp_path, monkeypatch, given, expected):
+    """Not in the scratch: the DFlash2 selector's top-k is minutes of nvcc on a
+    first start, the same kernels `vllm serve` loads from there."""
+    home = tmp_path / "home-of-the-user"
+    monkeypatch.setenv("HOME", str(home))
+    if given is None:
+        monkeypatch.delenv("FLASHINFER_WORKSPACE_BASE", raising=False)
+    else:
+        monkeypatch.setenv("FLASHINFER_WORKSPACE_BASE", given.format(tmp=tmp_path))
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    environment = verify.scratch_environment(scratch)
+    assert environment["FLASHINFER_WORKSPACE_BASE"] == expected.format(
+        tmp=tmp_path, home=home)
+    assert environment["HOME"] == str(scratch / "home")
 
 
 # What a process run in the scratch environment sees: where a library that

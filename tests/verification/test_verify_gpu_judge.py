@@ -36,6 +36,8 @@ DRAFT = {
     "counters": {"num_drafts": 40.0, "num_draft_tokens": 120.0,
                  "num_accepted_tokens": 30.0, "num_accepted_tokens_per_pos": [20, 7, 3]},
     "kernels": {"_selector_walk_kernel": 3, "_cache_draft_logits_kernel": 0},
+    "attention": {"target": {"FLASH_ATTN (FlashAttention 3)": 2},
+                  "draft": {"FLASH_ATTN (FlashAttention 3)": 1}},
 }
 CHECKS = ["engine", "speculator", "lossless", "counters", "kernels"]
 
@@ -161,7 +163,9 @@ def test_passing_lines_carry_the_figures_and_each_phase_its_wall_time():
     checks = {c["name"]: c for c in gpu_probes.judge(BASE, DRAFT, True, together=True)}
     assert checks["engine"]["detail"] == (
         "V2 model runner, torch.compile (VLLM_COMPILE) and CUDA graphs "
-        "(FULL_AND_PIECEWISE), with and without the draft (started together)"
+        "(FULL_AND_PIECEWISE), with and without the draft (started together); "
+        "attention: target FLASH_ATTN (FlashAttention 3), draft FLASH_ATTN "
+        "(FlashAttention 3)"
     )
     assert checks["lossless"]["detail"] == (
         "greedy tokens with the draft equal those without: 2 prompts, 8 tokens"
@@ -251,3 +255,147 @@ def test_an_engine_that_does_not_finish_is_reported_by_what_stopped_it(
         {"draft": {}}, tmp_path, engine_code, together=True,
         deadline=time.monotonic() + seconds)
     assert results["draft"]["errors"]["process"] == error
+
+
+# -- bfloat16: a first difference must be a near-tie of the target's logits -----
+
+# The plain engine's raw logits at each position of each prompt, its own token
+# first: prompt 1 is where the cases below make the drafted run differ.
+TOP = [
+    [[[5, 12.0], [50, 3.0]]] * 4,
+    [[[9, 12.0], [50, 3.0]], [[10, 12.0], [50, 3.0]], [[11, 10.0], [99, 9.9], [98, 9.0]],
+     [[12, 12.0], [50, 3.0]]],
+]
+BF16_BASE = {**BASE, "top_logits": TOP}
+
+# id -> (the drafted run's greedy tokens, exact, None or words of the failure,
+#        words of the passing line)
+LOSSLESS_CASES = {
+    "bf16, equal outputs": (GREEDY, False, None, "2 of 2 prompts give the plain run's"),
+    "bf16, apart by 0.1 where 1/32 of 10 allows 0.3125": (
+        [[5, 6, 7, 8], [9, 10, 99, 40]], False, None,
+        "1 of 2 prompts give the plain run's greedy tokens with the draft (8 tokens); "
+        "1 part from it at near-ties of the target's logits (at most 0.1 apart"),
+    "bf16, apart by 1.0, more than 0.3125": (
+        [[5, 6, 7, 8], [9, 10, 98, 12]], False,
+        "prompt 1 at token 2: the draft's run chose 98 where the plain one chose 11, "
+        "1 below it in the plain run's logits, more than a near-tie's 0.312", None),
+    "bf16, a token outside the plain run's top logits": (
+        [[5, 6, 7, 8], [9, 10, 77, 12]], False,
+        "chose 77 where the plain one chose 11, not among the plain run's 5 most "
+        "likely tokens there", None),
+    "bf16, one output cut short": (
+        [[5, 6, 7, 8], [9, 10]], False, "prompt 1: 2 tokens with the draft, 4 without", None),
+    "float32 holds even a near-tie to equality": (
+        [[5, 6, 7, 8], [9, 10, 99, 40]], True, "prompt 1 at token 2 (1 of 2 prompts equal)",
+        None),
+}
+
+
+@pytest.mark.parametrize("case", list(LOSSLESS_CASES))
+def test_lossless_is_exact_in_float32_and_a_near_tie_in_bfloat16(case):
+    speculated, exact, failure, passing = LOSSLESS_CASES[case]
+    checks = {c["name"]: c for c in gpu_probes.judge(
+        BF16_BASE, altered(DRAFT, greedy=speculated), True, together=True, exact=exact)}
+    lossless = checks["lossless"]
+    assert lossless["ok"] is (failure is None), lossless
+    assert (failure or passing) in lossless["detail"]
+
+
+# -- drafting accepts what the small checkpoints make likely --------------------
+
+CYCLE = [100, 101, 102, 103]
+
+
+@pytest.mark.parametrize("prompts, outputs, steps, likely", [
+    # A full step after the cycle token ending the prompt, none after 100 -> 7.
+    ([[5, 100]], [[101, 102, 103, 100, 7, 8]], 3, 3),
+    # Nothing after a token outside the cycle; one after 100, then 9 breaks it.
+    ([[5]], [[100, 101, 9]], 3, 1),
+    # Two full steps: the token after each step's last accepted one is its
+    # bonus token, not drafted.
+    ([[103]], [[100, 101, 102, 103, 100, 101, 102]], 3, 6),
+    # Steps of one draft token.
+    ([[103]], [[100, 101, 102]], 1, 2),
+    # Prompts add up.
+    ([[5, 100], [5]], [[101, 102, 103, 100, 7, 8], [100, 101, 9]], 3, 4),
+])
+def test_likely_accepted_counts_what_a_drafter_continuing_the_cycle_gets(
+        prompts, outputs, steps, likely):
+    assert gpu_probes.likely_accepted(prompts, outputs, steps, CYCLE) == likely
+
+
+@pytest.mark.parametrize("accepted, likely, ok", [
+    (30.0, 60, True), (29.0, 60, False), (30.0, None, True), (1.0, 0, True),
+])
+def test_the_small_checkpoints_fail_on_fewer_than_half_the_likely_acceptances(
+        accepted, likely, ok):
+    record = altered(DRAFT, **{"counters.num_accepted_tokens": accepted})
+    counters = gpu_probes.judge(BASE, record, True, together=True, likely=likely)[3]
+    assert counters["ok"] is ok, counters
+    if not ok:
+        assert counters["detail"].endswith("fewer than 50% of the 60 these checkpoints "
+                                           "make likely")
+
+
+# -- what the engines are started with, and what they report ----------------------
+
+
+class _Backend:
+    def __init__(self, name):
+        self.name = name
+
+    def get_name(self):
+        return self.name
+
+
+class _Layer:
+    def __init__(self, backend, flash_attn_version=None):
+        self.attn_backend = _Backend(backend)
+        self.impl = type("Impl", (), {"vllm_flash_attn_version": flash_attn_version})()
+
+
+def _worker(layers, draft_names):
+    speculator = type("Speculator", (), {"draft_attn_layer_names": set(draft_names)})()
+    runner = type("Runner", (), {"speculator": speculator})()
+    compilation = type("Compilation", (), {"static_forward_context": layers})()
+    config = type("Config", (), {"compilation_config": compilation})()
+    return type("Worker", (), {"vllm_config": config, "model_runner": runner})()
+
+
+def test_attention_backends_are_read_per_layer_the_drafts_apart():
+    layers = {
+        "model.layers.0.self_attn.attn": _Layer("FLASH_ATTN", 3),
+        "model.layers.1.self_attn.attn": _Layer("FLASH_ATTN", 3),
+        "model.layers.2.self_attn.attn": _Layer("TRITON_ATTN"),
+        "model.layers.0.mlp": object(),
+    }
+    found = gpu_probes.worker_attention(_worker(layers, ["model.layers.2.self_attn.attn"]))
+    assert found == {"target": {"FLASH_ATTN (FlashAttention 3)": 2},
+                     "draft": {"TRITON_ATTN": 1}}
+    line = gpu_probes.attention_line({"attention": found})
+    assert line == "attention: target FLASH_ATTN (FlashAttention 3), draft TRITON_ATTN"
+    assert gpu_probes.attention_line({}) == "attention: target not seen, draft not seen"
+
+
+@pytest.mark.parametrize("config, dtype", [
+    ({"torch_dtype": "bfloat16"}, "bfloat16"),
+    ({"dtype": "float32"}, "float32"),
+    ({"torch_dtype": "float16"}, "float16"),
+    ({}, "bfloat16"),
+    ({"torch_dtype": "float64"}, "bfloat16"),
+])
+def test_a_users_target_runs_in_the_dtype_it_declares(tmp_path, config, dtype):
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    assert gpu_probes.declared_dtype(tmp_path) == dtype
+
+
+def test_the_plain_engine_returns_raw_logits_where_the_run_is_not_exact():
+    spec = {"target": "/t", "dtype": "bfloat16", "max_num_seqs": 4, "draft": None,
+            "top_logits": 5}
+    assert gpu_probes.engine_kwargs(spec) == {
+        "model": "/t", "dtype": "bfloat16", "skip_tokenizer_init": True, "seed": 0,
+        "max_num_seqs": 4, "disable_log_stats": False, "logprobs_mode": "raw_logits",
+        "max_logprobs": 5}
+    exact = gpu_probes.engine_kwargs({**spec, "dtype": "float32", "top_logits": None})
+    assert exact["dtype"] == "float32" and "logprobs_mode" not in exact
