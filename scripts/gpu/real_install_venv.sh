@@ -16,9 +16,10 @@
 #    dependency, taking a package the machine has where its version does,
 #    installing the carried wheel where not.
 # 3. FlashInfer's JIT kernels built ahead into VENV/flashinfer (in the
-#    background), and beside them `pip check`, `pip list -v` (where each
-#    package comes from) and real_install_probe.py in the venv: torch's CUDA
-#    build and libraries, FlashAttention 3's own extension, vLLM's platform.
+#    background; RI_PREBUILD=0 leaves them out), and beside them `pip
+#    check`, `pip list -v` (where each package comes from) and
+#    real_install_probe.py in the venv: torch's CUDA build and libraries,
+#    FlashAttention 3's own extension, vLLM's platform.
 # 4. For a release the tool patches (0.26.x, 0.27.x):
 #    real_install.sh, the tool as a user runs it, on this venv (one
 #    release's runs at a time; 0.27.1's results in STORE/results, another's
@@ -94,10 +95,14 @@ getattr(module, 'get_$1_module')()
 print('$1 kernels built and loaded in %.0f s' % (time.time() - started))"
 }
 mkdir -p "$venv/flashinfer"
-step "flashinfer-topk-$version" prebuild topk &
-topk=$!
-step "flashinfer-sampling-$version" prebuild sampling &
-sampling=$!
+# RI_PREBUILD=0 leaves them to the first engine: for timing a first start.
+builds=()
+if [ "${RI_PREBUILD:-1}" != 0 ]; then
+    step "flashinfer-topk-$version" prebuild topk &
+    builds+=($!)
+    step "flashinfer-sampling-$version" prebuild sampling &
+    builds+=($!)
+fi
 # The checks of the install run beside the builds: nvcc is the long pole.
 step "pip-check-$version" "${pip[@]}" check
 step "pip-list-$version" "${pip[@]}" list -v
@@ -122,6 +127,6 @@ if [ -n "$patches" ] && [ -z "${RI_NO_TOOL_RUNS:-}" ]; then
 else
     touch "$store/venv-$version.ready"
 fi
-wait $topk $sampling
+wait ${builds[@]+"${builds[@]}"}
 touch "$store/venv-$version.done"
 say "done"
