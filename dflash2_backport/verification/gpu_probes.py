@@ -283,6 +283,8 @@ def run_engine(spec: dict, result_file: Path) -> None:
 
     def introspect() -> None:
         result["worker"] = state["llm"].collective_rpc(worker_introspect)[0]
+
+    def attention() -> None:
         result["attention"] = state["llm"].collective_rpc(worker_attention)[0]
 
     def greedy() -> None:
@@ -312,6 +314,7 @@ def run_engine(spec: dict, result_file: Path) -> None:
     if not phase("start", start):
         return
     phase("introspect", introspect)
+    phase("attention", attention)
     phase("greedy", greedy)
     if spec.get("draft"):
         phase("kernels", kernels)
@@ -452,6 +455,9 @@ def attention_line(draft: dict) -> str:
     def side(name: str) -> str:
         labels = found.get(name) or {}
         return " and ".join(sorted(labels)) or "not seen"
+
+    if "attention" in draft.get("errors", {}):
+        return f"attention backends not seen: {draft['errors']['attention']}"
 
     return f"attention: target {side('target')}, draft {side('draft')}"
 

@@ -104,6 +104,8 @@ USAGE_ERRORS = {
     "a missing value": (["apply", "--root"], "`dflash2-backport apply`", "requires an argument"),
     "a mistyped command": (["chek"], "`dflash2-backport`", "'check'"),
     "a mistyped option of verify": (["verify", "--gpux"], "`dflash2-backport verify`", "--gpu"),
+    "a dtype verify does not run": (["verify", "--gpu", "--dtype", "float64"],
+                                    "`dflash2-backport verify`", "'bfloat16'"),
 }
 
 
