@@ -17,8 +17,9 @@
 # Each step's output goes to RESULTS/verify-STEP.txt with its exit status and
 # wall time; its engines' logs (at INFO, where vLLM names the attention
 # backend it picks and times compilation and graph capture) are copied out
-# of verify's temporary directory while it runs, and the lines that time a
-# start go to RESULTS/verify-STEP-phases.txt.
+# of verify's temporary directory while it runs, to
+# RESULTS/verify-STEP-engine-NAME.log, and the lines that time a start, with
+# their clock times, go to RESULTS/verify-STEP-phases.txt.
 set -u
 store=${RI_STORE:-/tmp/ri}
 release=${RELEASE:-0.27.1}
@@ -53,9 +54,18 @@ verify_step() {  # verify_step NAME ARGS...: verify --gpu ARGS, timed, logs kept
     echo "exit $?, wall $(python3 -c "print(round($(date +%s.%N) - $started, 1))") s" >> "$out"
     kill $watcher 2>/dev/null
     wait $watcher 2>/dev/null
-    grep -hE "Loading weights took|Model loading took|torch.compile took|Compiling a graph|compile range|Graph capturing finished|init engine|Using .*backend|FlashAttention version|flashinfer|FlashInfer|Building|ninja" \
-        "$scratch".$name.engine-*.log 2>/dev/null | sed -E 's/^.*\] //' | cut -c1-220 \
-        > "$results/verify-$name-phases.txt"
+    for log in "$scratch".$name.engine-*.log; do
+        [ -f "$log" ] || continue
+        engine=$(basename "$log" .log)
+        engine=${engine#*.engine-}
+        cp "$log" "$results/verify-$name-engine-$engine.log"
+        # Each line that times a part of the start, with its clock time and
+        # the engine it belongs to: where the start's seconds go.
+        grep -E "Loading weights took|Model loading took|torch.compile took|Compiling a graph|compile range|Graph capturing|Capturing CUDA graph|init engine|KV cache|Using .*backend|FlashAttention version|flashinfer|FlashInfer|Building|ninja|Started|Starting|warm" "$log" \
+            | sed -E -e 's/^(\([^)]*\) )?[A-Z]+ +[0-9]{2}-[0-9]{2} ([0-9:]{8})(\.[0-9]+)? \[[^]]*\] /\2 /' \
+                     -e 's/^[0-9-]{10} ([0-9:]{8}),[0-9]+ - [A-Z]+ - [^ ]+ - /\1 /' \
+            | cut -c1-200 | sed "s/^/$engine  /"
+    done > "$results/verify-$name-phases.txt"
     cat "$out"
 }
 
