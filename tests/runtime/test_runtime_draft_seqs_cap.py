@@ -11,6 +11,10 @@ own prepare-inputs kernel, those rows land past the buffers' end. With the
 fix, `max_num_seqs` is 8192 // 9 = 910: the scheduler takes 910 requests,
 8190 rows, and nothing is written past the end.
 
+The same cap sizes the runner, so its memory-profiling dummy run, which no
+scheduler sizes, holds 2048 // 5 = 409 requests at upstream 0.34.0's test
+shape (K = 4, 512 requests, 2048 tokens), where 0.34.0 caps in the runner.
+
 Observed in 0.27.1 as it ships (a DFlash1 draft, and a DFlash2 draft
 aliased to DFlash1's class), patched by `apply --only-pr` and by `apply`
 (venv_side/draft_seqs_probe.py).
@@ -29,6 +33,10 @@ PROMPTS = 1000
 SIZES = {"k": K, "max_num_seqs": MAX_NUM_SEQS, "max_num_batched_tokens": MAX_NUM_BATCHED_TOKENS}
 #: What a step may hold: 8192 // 9.
 CAPPED = 910
+#: The shape of upstream 0.34.0's test of its runner-level cap
+#: (test_dummy_run_caps_parallel_draft_requests): 2048 // (4 + 1) = 409.
+DUMMY_SIZES = {"k": 4, "max_num_seqs": 512, "max_num_batched_tokens": 2048}
+DUMMY_CAPPED = 409
 DRAFTS = ("dflash2", "dflash1-full")
 UNFIXED = ("pristine", "only-pr")
 
@@ -37,7 +45,7 @@ UNFIXED = ("pristine", "only-pr")
 def seen(snippets, edit_set_pythons, tiny_models) -> dict[str, dict]:
     code = "import sys, json, draft_seqs_probe; draft_seqs_probe.main(json.loads(sys.argv[1]))"
     request = {"models": {k: str(v) for k, v in tiny_models.items()}, "sizes": SIZES,
-               "prompts": PROMPTS}
+               "dummy_sizes": DUMMY_SIZES, "prompts": PROMPTS}
     names = list(edit_set_pythons)
     runs = [snippets.start(edit_set_pythons[name], code, args=[json.dumps(request)],
                            timeout=900) for name in names]
@@ -90,3 +98,13 @@ def test_the_prepare_inputs_kernel_writes_past_the_draft_buffers_without_the_cap
         written = value(seen, tree, "prepare")
         assert written["input_ids"] == past, (tree, written)
         assert written["positions"] == past, (tree, written)
+
+
+def test_the_profile_dummy_run_of_an_engine_built_the_normal_way_holds_no_more_requests(seen):
+    # 0.34.0 caps the dummy run in the runner, because its config leaves
+    # max_num_seqs alone; here the config's cap sizes the runner, so the
+    # runner's own dummy run, unchanged, makes the capped batch.
+    assert value(seen, "patched", "dummy_run") == {
+        "requests": DUMMY_CAPPED, "tokens": DUMMY_SIZES["max_num_batched_tokens"]}
+    for tree in UNFIXED:
+        assert value(seen, tree, "dummy_run")["requests"] == DUMMY_SIZES["max_num_seqs"], tree

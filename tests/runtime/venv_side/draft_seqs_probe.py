@@ -9,6 +9,10 @@ object: the tiny model directories ("models") and the engine's sizes.
   `max_num_scheduled_tokens`), for a DFlash2 and a DFlash1 draft.
 * `schedule`: 0.27.1's own `Scheduler`, given that config and a burst of
   one-token prompts, schedules one step: the requests and tokens it takes.
+* `dummy_run`: the runner's own `_dummy_run` (the memory-profiling and
+  warm-up pass, which no scheduler sizes), on a runner sized from the engine
+  config `EngineArgs` builds for a DFlash2 draft (`dummy_sizes`): the
+  requests of the batch it makes, up to `execute_model`.
 * `prepare`: the release's `prepare_dflash_inputs` (Triton's interpreter) run
   for that many requests into input buffers of `max_num_batched_tokens`
   rows, as `DraftModelSpeculator` sizes them, each buffer the head of a
@@ -84,6 +88,44 @@ def schedule(models, draft, k, max_num_seqs, max_num_batched_tokens, prompts):
         "tokens": output.total_num_scheduled_tokens,
         "max_num_running_reqs": scheduler.max_num_running_reqs,
     }
+
+
+class _StopDummyRun(Exception):
+    pass
+
+
+def dummy_run(models, draft, k, max_num_seqs, max_num_batched_tokens):
+    """The batch 0.27.1's `GPUModelRunner._dummy_run` makes for a profile run
+    of `max_num_batched_tokens` tokens, on a runner sized as its `__init__`
+    sizes it from the config (`max_num_reqs = max_num_seqs`)."""
+    from contextlib import nullcontext
+
+    from vllm.v1.worker.gpu.model_runner import GPUModelRunner
+
+    config = engine_config(models, draft, k, max_num_seqs, max_num_batched_tokens)
+    seen = {}
+
+    def execute_model(scheduler_output, **kwargs):
+        seen["output"] = scheduler_output
+        raise _StopDummyRun
+
+    runner = SimpleNamespace(
+        max_num_reqs=config.scheduler_config.max_num_seqs,
+        max_num_tokens=config.scheduler_config.max_num_batched_tokens,
+        decode_query_len=1,
+        kv_connector=SimpleNamespace(set_disabled=lambda disabled: None),
+        is_first_pp_rank=True,
+        lora_config=None,
+        maybe_dummy_run_with_lora=lambda *args, **kwargs: nullcontext(),
+        execute_model=execute_model,
+    )
+    try:
+        GPUModelRunner._dummy_run(runner, num_tokens=runner.max_num_tokens, is_profile=True)
+    except _StopDummyRun:
+        pass
+    output = seen["output"]
+    return {"requests": len(output.num_scheduled_tokens),
+            "tokens": output.total_num_scheduled_tokens}
 
 
 def prepare(num_reqs, k, max_num_reqs, max_num_tokens, block_size=16):
@@ -162,6 +204,7 @@ def main(request: dict) -> None:
             "engine": attempt(lambda d=draft: engine(models, d, **sizes)),
             "schedule": attempt(lambda d=draft: schedule(models, d, prompts=prompts, **sizes)),
         }
+    results["dummy_run"] = attempt(lambda: dummy_run(models, "dflash2", **request["dummy_sizes"]))
     scheduled = results["dflash2"]["schedule"]
     if scheduled["ok"]:
         seen = results["dflash2"]["engine"]["value"]
