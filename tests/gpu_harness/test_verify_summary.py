@@ -91,3 +91,11 @@ def test_the_summary_says_which_steps_did_not_end_as_expected(tmp_path):
     assert "2 of 3 steps end as expected; not: broken." in text
     assert "| cold | base | 100 | 98.5 | 12.97 |  |" in text
     assert "| pristine | no options, after `revert` | bfloat16 | 2 (2) | 31.9 | 30.0 | 0 of 2 pass |  |" in text
+
+
+def test_each_committed_verify_runs_summary_is_the_one_its_result_files_make():
+    runs = sorted(SCRIPT.parent.joinpath("runs").glob("verify-*/results"))
+    assert runs
+    for results in runs:
+        run = results.parent
+        assert verify_summary.summary(run) == (run / "summary.md").read_text(), run.name
