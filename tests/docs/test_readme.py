@@ -197,7 +197,7 @@ def test_the_pending_line_the_readme_shows_is_what_check_prints(tmp_path: Path) 
                           text=True)
     assert done.returncode == 1, done.stdout + done.stderr
     printed = done.stdout.splitlines()[-1].replace(str(tmp_path), "")
-    assert _readme_line("pending: 20 edits") == printed
+    assert _readme_line("pending: 23 edits") == printed
 
 
 def test_the_other_edit_set_line_the_readme_shows_is_what_check_prints(tmp_path: Path) -> None:

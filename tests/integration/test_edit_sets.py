@@ -27,13 +27,16 @@ FIXES = {
     "refuse-quant-draft": (None, "0.31.0"),
     "refuse-vocab-draft": (None, "0.34.0"),
     "refuse-speculators": (None, "0.29.0"),
+    "refuse-draft-keys": (None, "0.31.0"),
     "dflash-input-guards": ("#51538", "0.28.0"),
     "draft-aot-schedule": ("#54374", "0.30.0"),
     "draft-noise-salt": ("#54282", "0.29.0"),
     "dflash-prefix-block": ("#53505", "0.33.0"),
     "anchor-clamp": (None, "0.34.0"),
     "draft-conv-kernel": (None, "0.31.0"),
+    "drafter-keys": (None, "0.29.0"),
     "draft-seqs-cap": (None, "0.33.0"),
+    "live-model-len": (None, "0.33.0"),
     "spec-step-seed": (None, "0.33.0"),
 }
 PR_EDITS = {
@@ -104,11 +107,11 @@ def test_check_says_in_one_line_which_set_a_tree_holds(site: Path) -> None:
         "pending: this tree holds the DFlash2 PR's edits alone, as `apply --only-pr` "
         "leaves it; `dflash2-backport apply --site-packages "
     )
-    assert summary.endswith("adds 13 upstream fixes in 10 files")
+    assert summary.endswith("adds 16 upstream fixes in 10 files")
     code, output = run("check", "--only-pr", *target)
     assert code == 0, output
     assert output.splitlines()[-1].startswith(
-        "nothing to do: the DFlash2 PR's 7 edits are applied, none of the 13 upstream fixes"
+        "nothing to do: the DFlash2 PR's 7 edits are applied, none of the 16 upstream fixes"
     )
 
     run("apply", *target)
@@ -120,7 +123,7 @@ def test_check_says_in_one_line_which_set_a_tree_holds(site: Path) -> None:
     assert summary.startswith("pending: this tree holds the upstream fixes beside")
     code, output = run("check", *target)
     assert code == 0
-    assert "all 20 edits are applied (the DFlash2 PR's 7 and 13 upstream fixes)" in output
+    assert "all 23 edits are applied (the DFlash2 PR's 7 and 16 upstream fixes)" in output
 
 
 def test_check_only_pr_on_a_pristine_tree_hints_apply_only_pr(site: Path) -> None:

@@ -2,9 +2,11 @@
 the tool wrote, both edit sets, and `revert` then restores the pristine tree
 byte for byte.
 
-The digests were recorded from the tool's output before its edits were
-reshaped (scripts/record_apply_digests.py); they are data, never computed
-from the code under test.
+The digests are data, never computed from the code under test: recorded
+by scripts/record_apply_digests.py from the tool's output before its edits
+were reshaped, and recorded again only for the files a new fix changes
+(in the full set: the speculator for `live-model-len`, qwen3_dflash.py for
+`drafter-keys`, config/vllm.py for `refuse-draft-keys`, and RECORD).
 """
 
 from __future__ import annotations

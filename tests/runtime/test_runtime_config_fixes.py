@@ -32,6 +32,10 @@ EAGLE3 = {
 }
 
 
+def _with_dflash(draft: dict, **keys) -> dict:
+    return {**draft, "dflash_config": {**draft["dflash_config"], **keys}}
+
+
 def _models() -> dict[str, dict]:
     """A target served at 8192 positions, drafts of 2048 (default RoPE, and
     yarn, which derives its cache from its length), and the inputs the
@@ -60,6 +64,11 @@ def _models() -> dict[str, dict]:
         "dflash2-vocab-800": {**DFLASH2_DRAFT, "vocab_size": 800},
         "dflash2-reduced-vocab": {**DFLASH2_DRAFT, "draft_vocab_size": 500},
         "dflash1-vocab-1200": {**DFLASH1, "vocab_size": 1200},
+        "dflash2-value-scale": _with_dflash(DFLASH2_DRAFT, attention_value_scale=0.5),
+        "dflash2-value-scale-1": _with_dflash(DFLASH2_DRAFT, attention_value_scale=1.0),
+        "dflash1-value-scale": _with_dflash(DFLASH1, attention_value_scale=0.5),
+        "dflash2-not-neox": {**DFLASH2_DRAFT, "is_neox_style": False},
+        "dflash1-not-neox": {**DFLASH1, "is_neox_style": False},
         "speculators-dflash2": speculators,
     }
 
@@ -169,6 +178,9 @@ REFUSED = {
     "dflash2-vocab-800": ("has a vocabulary of 800 tokens and the target 1000",
                           "vLLM 0.34.0 is the first release"),
     "dflash2-reduced-vocab": ("(draft_vocab_size 500 of 1000)", "through 0.34.0"),
+    "dflash2-value-scale": ("sets dflash_config.attention_value_scale (0.5)",
+                            "vLLM 0.31.0 is the first release"),
+    "dflash2-not-neox": ("sets is_neox_style (False)", "vLLM 0.29.0 is the first release"),
     "speculators-as-model": ("Speculators-format dflash2", "vLLM 0.29.0 is the first release"),
     "speculators-as-draft": ("Speculators-format dflash2", "vLLM 0.29.0 is the first release"),
 }
@@ -190,7 +202,26 @@ def test_what_the_backport_cannot_serve_is_refused_in_one_line(seen, case) -> No
         assert other["ok"] or "this DFlash2 backport" not in other["error"], (name, other)
 
 
-@pytest.mark.parametrize("case", ["dflash1-fp8", "dflash1-vocab-1200"])
-def test_dflash1_drafts_are_not_refused(seen, case) -> None:
+@pytest.mark.parametrize("case", ["dflash1-fp8", "dflash1-vocab-1200", "dflash1-value-scale",
+                                  "dflash1-not-neox", "dflash2-value-scale-1"])
+def test_dflash1_drafts_and_a_value_scale_of_1_are_not_refused(seen, case) -> None:
     for name in seen:
         assert seen[name]["refusals"][case]["ok"], (name, seen[name]["refusals"][case])
+
+
+@pytest.mark.parametrize("case", ["dflash2-pp2", "dflash1-pp2"])
+def test_a_dflash_draft_with_pipeline_parallelism_is_refused_in_one_line_by_the_release(
+    seen, case
+) -> None:
+    """Nothing to carry: the release itself verifies the draft with the
+    target's pipeline stages (0.30.0 gives the draft one), and its DFlash
+    model does not support them, so the config is refused before any
+    worker starts; the target alone with two stages is built."""
+    for name in seen:
+        outcome = seen[name]["refusals"][case]
+        assert not outcome["ok"], (name, outcome)
+        assert outcome["error"].startswith(
+            "NotImplementedError: Pipeline parallelism is not supported for this model."
+        ), (name, outcome)
+        assert "\n" not in outcome["error"]
+        assert seen[name]["refusals"]["target-pp2"]["ok"], (name, seen[name]["refusals"])

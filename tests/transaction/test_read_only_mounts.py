@@ -53,7 +53,7 @@ CASES = [
     ("applied", "revert", 2, "mounted read-only; nothing was written", ""),
     ("applied", "apply", 0, "", "nothing to do"),
     ("pristine", "revert", 0, "", "nothing to do"),
-    ("pristine", "check", 1, "", "pending: 20 edits"),
+    ("pristine", "check", 1, "", "pending: 23 edits"),
     ("applied", "check", 0, "", "nothing to do"),
 ]
 

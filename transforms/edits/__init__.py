@@ -30,6 +30,7 @@ DECLARATIONS = (
     "refuse_quant_draft:QUANTIZED_DRAFT",
     "refuse_vocab_draft:DRAFT_VOCABULARY",
     "refuse_speculators:SPECULATORS_FORMAT",
+    "refuse_draft_keys:DRAFT_KEYS",
     "dflash_input_guards:DFLASH_INPUT_GUARDS",
     "draft_aot_schedule:DRAFT_AOT_SCHEDULE",
     "draft_noise_salt:GUMBEL_STREAMS",
@@ -38,7 +39,9 @@ DECLARATIONS = (
     "dflash_prefix_block:PREFIX_BLOCK_DROP",
     "anchor_clamp:ANCHOR_CLAMP",
     "draft_conv_kernel:DRAFT_CONV_KERNEL",
+    "drafter_keys:DRAFTER_KEYS",
     "draft_seqs_cap:DRAFT_SEQS_CAP",
+    "live_model_len:LIVE_MODEL_LEN",
     "spec_step_seed:STEP_SEED",
     "spec_step_seed:BLOCK_UNIFORM",
 )

@@ -32,9 +32,11 @@ def judge_refusal(
     call: Hunk,
     after: bool,
     earlier: tuple[str, ...] = (),
+    anchor_call: str = ANCHOR_CALL,
 ) -> dict[str, Judged]:
     """A refusal's method right before `anchor`, and its call right before
-    or `after` `self.try_verify_and_update_config()`."""
+    or `after` `self.<anchor_call>()`, by default
+    `self.try_verify_and_update_config()`."""
     parts = config_parts(source)
     if isinstance(parts, Judged):
         return {method.name: parts, call.name: parts}
@@ -50,8 +52,8 @@ def judge_refusal(
         ),
         call.name: statement_beside(
             post_init,
-            lambda s: is_call_of(s, "self", ANCHOR_CALL),
-            f"`self.{ANCHOR_CALL}()`",
+            lambda s: is_call_of(s, "self", anchor_call),
+            f"`self.{anchor_call}()`",
             call.after,
             after=after,
         ),

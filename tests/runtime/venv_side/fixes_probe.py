@@ -28,7 +28,8 @@ def register_dflash2_alias_if_missing() -> bool:
 
 
 def engine_config(models: dict, draft: str | None, *, model: str = "target-8k",
-                  k: int = 3, method: str = "dflash", max_model_len: int = 8192):
+                  k: int = 3, method: str = "dflash", max_model_len: int = 8192,
+                  pipeline_parallel_size: int = 1):
     from vllm.engine.arg_utils import EngineArgs
 
     speculative = None
@@ -40,6 +41,7 @@ def engine_config(models: dict, draft: str | None, *, model: str = "target-8k",
         max_num_seqs=8,
         max_model_len=max_model_len,
         speculative_config=speculative,
+        pipeline_parallel_size=pipeline_parallel_size,
     ).create_engine_config()
 
 
@@ -84,8 +86,16 @@ def refusals(models: dict) -> dict:
     cases = {
         name: (lambda d=name: engine_config(models, d, max_model_len=256))
         for name in ("dflash2-fp8", "dflash2-vocab-1200", "dflash2-vocab-800",
-                     "dflash2-reduced-vocab", "dflash1-fp8", "dflash1-vocab-1200")
+                     "dflash2-reduced-vocab", "dflash1-fp8", "dflash1-vocab-1200",
+                     "dflash2-value-scale", "dflash2-value-scale-1", "dflash1-value-scale",
+                     "dflash2-not-neox", "dflash1-not-neox")
     }
+    # Two pipeline stages, as `--pipeline-parallel-size 2` asks for, with
+    # each draft and with none.
+    for draft in ("dflash2", "dflash1", None):
+        cases[f"{draft or 'target'}-pp2"] = lambda d=draft: engine_config(
+            models, d, max_model_len=256, pipeline_parallel_size=2
+        )
     # A Speculators-format dflash2 checkpoint, as the model and as the draft.
     cases["speculators-as-model"] = lambda: engine_config(
         models, None, model="speculators-dflash2", max_model_len=256

@@ -4,6 +4,8 @@ import textwrap
 
 import pytest
 
+from dflash2_backport.transforms.edits.refuse_draft_keys.judge import METHOD as KEYS_METHOD
+from dflash2_backport.transforms.edits.refuse_draft_keys.writer import DraftKeys
 from dflash2_backport.transforms.edits.refuse_quant_draft.judge import (
     QUANTIZED_CALL,
     QUANTIZED_METHOD,
@@ -162,6 +164,67 @@ def test_a_refusal_an_earlier_version_wrote_naming_0_33_0_is_applied_and_reverte
     assert_reverted_exactly(QuantizedDraft, earlier, CONFIG)
     other = swap(QUANTIZED_APPLIED, "vLLM 0.31.0 is the first", "vLLM 0.32.0 is the first")
     assert refusal(QuantizedDraft, other).edit == QuantizedDraft.EDIT.name
+
+
+# -- config/vllm.py: draft config keys --------------------------------------------------
+
+KEYS_CONFIG = '''
+@config
+class VllmConfig:
+    def __post_init__(self):
+        """Verify configs are valid & consistent with each other."""
+        self.try_verify_and_update_config()
+
+        self._maybe_disable_dynamic_sd_for_data_parallel()
+        self._maybe_override_dynamic_sd_cudagraph_mode()
+
+    def _validate_v2_model_runner(self) -> None:
+        """Check for features not yet supported by the V2 model runner."""
+        unsupported = self._get_v2_model_runner_unsupported_features()
+'''
+KEYS_ANCHOR_CALL = "        self._maybe_disable_dynamic_sd_for_data_parallel()\n"
+KEYS_CALL = "        self._refuse_dflash2_draft_keys()\n"
+KEYS_APPLIED = swapped(
+    KEYS_CONFIG,
+    (KEYS_ANCHOR_CALL, KEYS_ANCHOR_CALL + KEYS_CALL),
+    ("    def _validate_v2_model_runner(",
+     _in_class(KEYS_METHOD.after) + "    def _validate_v2_model_runner("),
+)
+KEYS_SEMANTIC = {
+    "the call after the cudagraph override instead": swapped(
+        KEYS_APPLIED,
+        (KEYS_CALL, ""),
+        ("        self._maybe_override_dynamic_sd_cudagraph_mode()\n",
+         "        self._maybe_override_dynamic_sd_cudagraph_mode()\n" + KEYS_CALL),
+    ),
+    "a value scale of 1 refused too": swap(
+        KEYS_APPLIED, "if value_scale is not None and value_scale != 1:",
+        "if value_scale is not None:",
+    ),
+    "a refusal of DFlash1 drafts too": swap(
+        KEYS_APPLIED,
+        '        if "DFlash2DraftModel" not in (draft.architectures or []):\n            return\n',
+        "",
+    ),
+    "no _maybe_disable_dynamic_sd_for_data_parallel call": swap(
+        KEYS_CONFIG, KEYS_ANCHOR_CALL, ""
+    ),
+    "no _validate_v2_model_runner": swap(
+        KEYS_CONFIG, "def _validate_v2_model_runner(", "def _check_v2_model_runner("
+    ),
+}
+
+
+def test_the_draft_keys_refusal_is_patched_then_left_alone_each_way() -> None:
+    assert_patched(DraftKeys, KEYS_CONFIG, KEYS_APPLIED)
+    assert set(verdicts(DraftKeys, KEYS_CONFIG).values()) == {State.PENDING}
+    assert set(verdicts(DraftKeys, KEYS_APPLIED).values()) == {State.APPLIED}
+    assert output(DraftKeys, crlf(KEYS_CONFIG)) == crlf(KEYS_APPLIED)
+
+
+@pytest.mark.parametrize("source", KEYS_SEMANTIC.values(), ids=KEYS_SEMANTIC)
+def test_semantic_variants_of_the_draft_keys_refusal_are_refused(source: str) -> None:
+    assert refusal(DraftKeys, source).edit == "refuse-draft-keys"
 
 
 # -- transformers_utils/configs/speculators/base.py ---------------------------------

@@ -1,0 +1,1 @@
+self.mask_token_id = drafter_config.get("mask_token_id")

@@ -1,0 +1,1 @@
+self._refuse_dflash2_draft_keys()
