@@ -9,9 +9,9 @@ a revert that removes a name must know nothing else still reads it.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
-from .source import FUNCTIONS, Found, Source
+from .source import FUNCTIONS, Found, Path, Source
 
 DEFINED_HERE = ""
 #: The key under which a star import's module is recorded: it may bind anything.
@@ -166,6 +166,14 @@ def attribute_setters(root: ast.AST, attribute: str) -> list[ast.stmt]:
 
     visit(root, None)
     return found
+
+
+def setters_besides(source: Source, attribute: str, owned: Iterable[Path]) -> list[ast.stmt]:
+    """The module's statements that set `attribute` (`attribute_setters`),
+    but those at or under the statements at `owned`: what sets it beside
+    the code an edit owns, which must then be all that sets it."""
+    inside = {id(n) for path in owned for n in ast.walk(source.at(path).node)}
+    return [s for s in attribute_setters(source.tree, attribute) if id(s) not in inside]
 
 
 def may_bind(bindings: dict[str, list[str]], name: str) -> bool:

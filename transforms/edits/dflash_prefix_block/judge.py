@@ -48,7 +48,7 @@ import ast
 
 from ...framework.edit import Edit, Fix, Hunk, Judged, Role, drift, exactly_one
 from ...framework.hunk_files import HunkFiles
-from ...framework.names import attribute_setters
+from ...framework.names import attribute_setters, setters_besides
 from ...framework.in_place import Run, judge_run
 from ...framework.source import Found, Source
 from ...framework.vocabulary import State
@@ -133,15 +133,14 @@ def _set_otherwise(source: Source, judged: dict[str, Judged]) -> ast.stmt | None
     """The first statement that sets the flag and is not the fix's: the
     fix's two settings (the default, the arm's) must be all there is, or
     another decides whether the block is dropped in their stead."""
-    ours: set[int] = set()
+    owned = []
     for hunk in (FLAG_INIT, DECIDED):
         found = judged[hunk.name]
         if found.state is State.APPLIED:
             assert isinstance(found.site, Run)
             # The run's last statement: the default's line, or the whole arm.
-            last = found.site.more[-1] if found.site.more else found.site.path
-            ours.update(id(n) for n in ast.walk(source.at(last).node))
-    others = [s for s in attribute_setters(source.tree, ATTRIBUTE) if id(s) not in ours]
+            owned.append(found.site.more[-1] if found.site.more else found.site.path)
+    others = setters_besides(source, ATTRIBUTE, owned)
     return others[0] if others else None
 
 

@@ -50,7 +50,7 @@ from ...framework.edit import Edit, Fix, Judged, Role, applied, drift, exactly_o
 from ...framework.hunk_files import HunkFiles
 from ...framework.judging import kept_while_used
 from ...framework.meaning import same_meaning
-from ...framework.names import Readers, attribute_setters, module_bindings, one_name_a_line, origin_words
+from ...framework.names import Readers, module_bindings, one_name_a_line, origin_words, setters_besides
 from ...framework.in_place import Run, judge_run, judge_run_as, run_site
 from ...framework.source import Source
 from ...framework.vocabulary import State
@@ -149,11 +149,11 @@ def _loop(source: Source) -> Judged:
         return judged
     # The loop must be all that sets the flag: any other setting, before the
     # loop or after it, decides the schedule in its stead.
-    ours: set[int] = set()
+    owned = []
     if judged.state is State.APPLIED:
         assert isinstance(judged.site, Run)
-        ours = {id(n) for n in ast.walk(source.at(judged.site.more[-1]).node)}
-    others = [s for s in attribute_setters(source.tree, "aot_schedule") if id(s) not in ours]
+        owned = [judged.site.more[-1]]
+    others = setters_besides(source, "aot_schedule", owned)
     if not others:
         return judged
     other = others[0]

@@ -39,9 +39,9 @@ from __future__ import annotations
 
 from ...framework.edit import Edit, Fix, Hunk, Judged, Role, drift, exactly_one
 from ...framework.hunk_files import HunkFiles, out_of_class
-from ...framework.in_place import Run, judge_run
+from ...framework.in_place import judge_run
 from ...framework.judging import method_before
-from ...framework.names import attribute_setters
+from ...framework.names import setters_besides
 from ...framework.source import Found, Source
 from ...framework.vocabulary import State
 
@@ -100,11 +100,8 @@ def _assignment(source: Source, cls: Found) -> Judged:
         return judged
     # 0.27.1's assignment is the one setter the fix takes out; any other,
     # before or after it, would set a read-only property.
-    ours: set[int] = set()
-    if judged.state is State.PENDING:
-        assert isinstance(judged.site, Run)
-        ours = {id(source.at(path).node) for path in judged.site.paths()}
-    others = [s for s in attribute_setters(source.tree, ATTRIBUTE) if id(s) not in ours]
+    owned = judged.site.paths() if judged.state is State.PENDING and judged.site else []
+    others = setters_besides(source, ATTRIBUTE, owned)
     if not others:
         return judged
     other = others[0]
