@@ -245,6 +245,22 @@ def engine_kwargs(spec: dict) -> dict:
     return kwargs
 
 
+def inspect_models_in_process() -> None:
+    """vLLM learns what a model class supports by importing it in a fresh
+    interpreter, once per architecture, so that its own process does not
+    initialise CUDA before it starts workers; it keeps the answer in its
+    cache, which verify starts empty. Each such interpreter imports torch and
+    vLLM again: seconds per architecture, the target's and the draft's one
+    after the other, on the engine's start. This engine runs its worker in
+    its own process and uses CUDA anyway, so it imports the class where it
+    runs: the same import and the same answer, without the second
+    interpreter."""
+    from vllm.model_executor.models import registry
+
+    if callable(getattr(registry, "_run_in_subprocess", None)):
+        registry._run_in_subprocess = lambda build: build()
+
+
 def run_engine(spec: dict, result_file: Path) -> None:
     """Start one engine, generate greedily, and record what it built and did;
     the result file is rewritten after every phase, so a crash keeps them."""
@@ -266,6 +282,13 @@ def run_engine(spec: dict, result_file: Path) -> None:
             save()
 
     state: dict = {}
+
+    def load() -> None:
+        import vllm
+
+        result["vllm"] = {"version": getattr(vllm, "__version__", None),
+                          "package": os.path.dirname(os.path.abspath(vllm.__file__))}
+        inspect_models_in_process()
 
     def start() -> None:
         from vllm import LLM
@@ -311,7 +334,7 @@ def run_engine(spec: dict, result_file: Path) -> None:
     def kernels() -> None:
         result["kernels"] = state["llm"].collective_rpc(worker_kernels)[0]
 
-    if not phase("start", start):
+    if not phase("import", load) or not phase("start", start):
         return
     phase("introspect", introspect)
     phase("attention", attention)
@@ -435,7 +458,7 @@ def _log_error(log: Path, code: int) -> str:
 
 
 def _failure(result: dict, *phases: str) -> str | None:
-    for name in ("start", "process", *phases):
+    for name in ("import", "start", "process", *phases):
         if name in result["errors"]:
             return result["errors"][name]
     return None
@@ -557,7 +580,8 @@ def judge(base: dict, draft: dict, synthetic: bool, together: bool, exact: bool 
         return result["seconds"].get(name, 0.0)
 
     # engine
-    starts = [seconds(base, "start"), seconds(draft, "start")]
+    starts = [seconds(base, "import") + seconds(base, "start"),
+              seconds(draft, "import") + seconds(draft, "start")]
     problem = None
     for label, result in (("with the draft", draft), ("without the draft", base)):
         failure = _failure(result)
@@ -652,6 +676,19 @@ def judge(base: dict, draft: dict, synthetic: bool, together: bool, exact: bool 
     return checks
 
 
+def imported_vllm(results: dict) -> dict:
+    """The vLLM the engines imported ({version, package}); imported here only
+    where neither got that far. The engines start without waiting for this
+    process to import it too."""
+    for name in ("draft", "base"):
+        if results.get(name, {}).get("vllm"):
+            return results[name]["vllm"]
+    import vllm
+
+    return {"version": getattr(vllm, "__version__", None),
+            "package": os.path.dirname(os.path.abspath(vllm.__file__))}
+
+
 def main(request_file: str, result_file: str) -> None:
     request = json.loads(Path(request_file).read_text())
     scratch = Path(request["scratch"])
@@ -667,7 +704,6 @@ def main(request_file: str, result_file: str) -> None:
                 "`verify --gpu` needs one, plain `verify` runs on the CPU"})
         return
     gpu = torch.cuda.get_device_name(0)
-    import vllm
 
     synthetic = request.get("target") is None
     started = time.monotonic()
@@ -714,8 +750,7 @@ def main(request_file: str, result_file: str) -> None:
         likely = likely_accepted(prompts, results["base"]["greedy"], steps,
                                  _sibling("checkpoints").CYCLE)
     finish({
-        "vllm": {"version": getattr(vllm, "__version__", None),
-                 "package": os.path.dirname(os.path.abspath(vllm.__file__))},
+        "vllm": imported_vllm(results),
         "gpu": gpu,
         "dtype": dtype,
         "attention": results["draft"].get("attention"),

@@ -16,7 +16,8 @@
 #    dependency, taking a package the machine has where its version does,
 #    installing the carried wheel where not.
 # 3. FlashInfer's JIT kernels built ahead into VENV/flashinfer (in the
-#    background; RI_PREBUILD=0 leaves them out), and beside them `pip
+#    background; RI_PREBUILD=0 leaves them out, RI_PREBUILD="V ..." builds
+#    them for those releases alone), and beside them `pip
 #    check`, `pip list -v` (where each package comes from) and
 #    real_install_probe.py in the venv: torch's CUDA build and libraries,
 #    FlashAttention 3's own extension, vLLM's platform.
@@ -95,9 +96,14 @@ getattr(module, 'get_$1_module')()
 print('$1 kernels built and loaded in %.0f s' % (time.time() - started))"
 }
 mkdir -p "$venv/flashinfer"
-# RI_PREBUILD=0 leaves them to the first engine: for timing a first start.
+# RI_PREBUILD=0 leaves them to the first engine: for timing a first start;
+# RI_PREBUILD="0.26.0 ..." builds them for those releases alone.
 builds=()
-if [ "${RI_PREBUILD:-1}" != 0 ]; then
+case " ${RI_PREBUILD:-1} " in
+    " 1 "|*" $version "*) prebuild_here=1 ;;
+    *) prebuild_here= ;;
+esac
+if [ -n "$prebuild_here" ]; then
     step "flashinfer-topk-$version" prebuild topk &
     builds+=($!)
     step "flashinfer-sampling-$version" prebuild sampling &

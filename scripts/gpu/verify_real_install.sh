@@ -6,7 +6,9 @@
 #
 #   cold      no options, FlashInfer's kernels not yet built (an empty
 #             FLASHINFER_WORKSPACE_BASE): a first run on a fresh host
-#   warm      no options again, with the kernels the cold run built
+#   warm      no options again, with the kernels the cold run built (or
+#             those VERIFY_WORKSPACE holds: real_install_venv.sh builds them
+#             into VENV/flashinfer while the parts travel)
 #   float32   --dtype float32: exact greedy equality
 #   broken    no options, on a copy of the patched vLLM whose selector drafts
 #             the wrong candidates (break_selector.py): must fail
@@ -32,7 +34,7 @@ steps=${VERIFY_STEPS:-cold warm float32 broken pristine}
 mkdir -p "$results"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export VLLM_LOGGING_LEVEL=${VLLM_LOGGING_LEVEL:-INFO}
-workspace=$store/flashinfer-verify-$release
+workspace=${VERIFY_WORKSPACE:-$store/flashinfer-verify-$release}
 scratch=$store/verify-tmp-$release
 
 verify_step() {  # verify_step NAME ARGS...: verify --gpu ARGS, timed, logs kept
@@ -44,6 +46,11 @@ verify_step() {  # verify_step NAME ARGS...: verify --gpu ARGS, timed, logs kept
         for log in "$scratch"/dflash2-backport-verify-gpu-*/engine-*.log; do
             [ -f "$log" ] && cp -f "$log" "$scratch.$name.$(basename "$log")"
         done
+        # Each engine's record: the seconds of its phases (import, start,
+        # greedy run), rewritten after each one.
+        for record in "$scratch"/dflash2-backport-verify-gpu-*/result-*.json; do
+            [ -f "$record" ] && cp -f "$record" "$scratch.$name.engine-$(basename "$record" .json | sed 's/^result-//').json"
+        done
         sleep 1
     done) &
     watcher=$!
@@ -54,6 +61,11 @@ verify_step() {  # verify_step NAME ARGS...: verify --gpu ARGS, timed, logs kept
     echo "exit $?, wall $(python3 -c "print(round($(date +%s.%N) - $started, 1))") s" >> "$out"
     kill $watcher 2>/dev/null
     wait $watcher 2>/dev/null
+    for record in "$scratch".$name.engine-*.json; do
+        [ -f "$record" ] || continue
+        engine=$(basename "$record" .json)
+        cp "$record" "$results/verify-$name-engine-${engine#*.engine-}.json"
+    done
     for log in "$scratch".$name.engine-*.log; do
         [ -f "$log" ] || continue
         engine=$(basename "$log" .log)
@@ -61,11 +73,12 @@ verify_step() {  # verify_step NAME ARGS...: verify --gpu ARGS, timed, logs kept
         cp "$log" "$results/verify-$name-engine-$engine.log"
         # Each line that times a part of the start, with its clock time and
         # the engine it belongs to: where the start's seconds go.
-        grep -E "Loading weights took|Model loading took|torch.compile took|Compiling a graph|compile range|Graph capturing|Capturing CUDA graph|init engine|KV cache|Using .*backend|FlashAttention version|flashinfer|FlashInfer|Building|ninja|Started|Starting|warm" "$log" \
-            | sed -E -e 's/^(\([^)]*\) )?[A-Z]+ +[0-9]{2}-[0-9]{2} ([0-9:]{8})(\.[0-9]+)? \[[^]]*\] /\2 /' \
+        grep -E "Resolved architecture|Initializing a V1|Loading weights took|Model loading took|torch.compile took|Compiling a graph|compile range|Graph capturing|Capturing CUDA graph|init engine|KV cache|Using .*backend|FlashAttention version|flashinfer|FlashInfer|Building|ninja|Started|Starting|warm" "$log" \
+            | sed -E -e 's/^(\([^)]*\) )?[A-Z]+ +[0-9]{2}-[0-9]{2} ([0-9:]{8})(\.[0-9]+)? \[[^]]*\] +/\2 /' \
                      -e 's/^[0-9-]{10} ([0-9:]{8}),[0-9]+ - [A-Z]+ - [^ ]+ - /\1 /' \
             | cut -c1-200 | sed "s/^/$engine  /"
     done > "$results/verify-$name-phases.txt"
+    rm -f "$scratch".$name.engine-*
     cat "$out"
 }
 

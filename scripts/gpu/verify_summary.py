@@ -4,12 +4,13 @@
     python3 scripts/gpu/verify_summary.py RUN_DIR
 
 RUN_DIR holds `results/` as verify_real_install.sh and real_install_setup.sh
-left them (verify-STEP.txt, verify-STEP-phases.txt, machine.txt); the summary
-goes to RUN_DIR/summary.md, generated, never edited.
+left them (verify-STEP.txt, verify-STEP-phases.txt, verify-STEP-engine-NAME.json,
+machine.txt); the summary goes to RUN_DIR/summary.md, generated, never edited.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ STEPS = ("cold", "warm", "float32", "broken", "pristine")
 EXPECTED = {"cold": 0, "warm": 0, "float32": 0, "broken": 2, "pristine": 2}
 WHAT = {
     "cold": "no options, FlashInfer's kernels not yet built",
-    "warm": "no options, FlashInfer's kernels built by the cold step",
+    "warm": "no options, FlashInfer's kernels already built",
     "float32": "`--dtype float32`",
     "broken": "no options, the selector's candidate ids flipped in their lowest bit",
     "pristine": "no options, after `revert`",
@@ -106,6 +107,19 @@ def read_phases(text: str) -> list[EngineStart]:
     return list(engines.values())
 
 
+# An engine's own record (gpu_probes.run_engine): the seconds of each phase.
+ENGINE_PHASES = ("import", "start", "introspect", "attention", "greedy", "kernels")
+
+
+def read_engine_records(results: Path, step: str) -> dict[str, dict]:
+    """engine -> the seconds of its phases, from each record the step kept."""
+    records = {}
+    for path in sorted(results.glob(f"verify-{step}-engine-*.json")):
+        engine = path.stem.removeprefix(f"verify-{step}-engine-")
+        records[engine] = json.loads(path.read_text()).get("seconds", {})
+    return records
+
+
 def cell(value: object) -> str:
     return "" if value is None else str(value)
 
@@ -174,6 +188,24 @@ def summary(run: Path) -> str:
                 f"| {step.name} | {engine.engine} | {engine.last - engine.first} "
                 f"| {cell(engine.init)} | {cell(engine.compilation)} | {cell(engine.graphs)} |"
             )
+    timed = [(step, read_engine_records(results, step.name)) for step in steps]
+    timed = [(step, records) for step, records in timed if records]
+    if timed:
+        lines += [
+            "",
+            "Each engine's own record: the seconds of its phases, `import` (vLLM"
+            " imported in the engine's process), `start` (the engine built:"
+            " configuration, model, compilation, profile, KV cache, CUDA graphs)"
+            " and `greedy` (the 24 prompts generated); the wall time of the step"
+            " less the engines' is the tool's and the probe's own start.",
+            "",
+            "| step | engine | " + " | ".join(f"{p} s" for p in ENGINE_PHASES) + " |",
+            "|---|---|" + "---|" * len(ENGINE_PHASES),
+        ]
+        for step, records in timed:
+            for engine, seconds in records.items():
+                lines.append(f"| {step.name} | {engine} | "
+                             + " | ".join(cell(seconds.get(p)) for p in ENGINE_PHASES) + " |")
     return "\n".join(lines) + "\n"
 
 

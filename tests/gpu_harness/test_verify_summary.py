@@ -4,6 +4,7 @@ printed and what its engines logged (scripts/gpu/verify_summary.py)."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -87,7 +88,15 @@ def test_the_summary_says_which_steps_did_not_end_as_expected(tmp_path):
     # A broken selector that passes is the one outcome the run exists to catch.
     (results / "verify-broken.txt").write_text(PASSING)
     (results / "verify-pristine.txt").write_text(FAILING)
+    # Each engine's record, as gpu_probes.run_engine writes it.
+    (results / "verify-cold-engine-draft.json").write_text(json.dumps(
+        {"seconds": {"import": 6.2, "start": 40.1, "introspect": 0.4, "attention": 0.1,
+                     "greedy": 0.5, "kernels": 0.0}, "errors": {}}))
+    (results / "verify-pristine-engine-draft.json").write_text(json.dumps(
+        {"seconds": {"import": 6.0, "start": 21.0}, "errors": {"start": "not supported"}}))
     text = verify_summary.summary(tmp_path / "0.27.1")
+    assert "| cold | draft | 6.2 | 40.1 | 0.4 | 0.1 | 0.5 | 0.0 |" in text
+    assert "| pristine | draft | 6.0 | 21.0 |  |  |  |  |" in text
     assert "2 of 3 steps end as expected; not: broken." in text
     assert "| cold | base | 100 | 98.5 | 12.97 |  |" in text
     assert "| pristine | no options, after `revert` | bfloat16 | 2 (2) | 31.9 | 30.0 | 0 of 2 pass |  |" in text

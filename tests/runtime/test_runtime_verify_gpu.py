@@ -75,3 +75,40 @@ def test_verify_gpu_passes_on_a_gpu_and_leaves_nothing(gpu_python, tmp_path):
     lines = [line.split(None, 2) for line in done.stdout.splitlines() if line.startswith("  ")]
     assert [(state, name) for state, name, _ in lines] == [("pass", n) for n in GPU_CHECKS]
     assert list(Path(scratch).iterdir()) == []
+
+
+# How vLLM learns what a model class supports, with its model-info cache
+# empty, as verify --gpu starts it: by default in a second interpreter; in
+# the engine's process once gpu_probes.inspect_models_in_process has run.
+INSPECT = """
+import dataclasses, importlib.util, os, subprocess, sys, tempfile
+os.environ["VLLM_CACHE_ROOT"] = tempfile.mkdtemp()
+from runtime_guest import emit
+spec = importlib.util.spec_from_file_location("gpu_probes", sys.argv[1])
+gpu_probes = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(gpu_probes)
+from vllm.model_executor.models.registry import ModelRegistry
+interpreters = []
+real_run = subprocess.run
+def counted(command, *args, **kwargs):
+    interpreters.append(command[0])
+    return real_run(command, *args, **kwargs)
+subprocess.run = counted
+if sys.argv[2] == "in-process":
+    gpu_probes.inspect_models_in_process()
+found = {arch: dataclasses.asdict(ModelRegistry.models[arch].inspect_model_cls())
+         for arch in ("Qwen3ForCausalLM", "DFlashDraftModel")}
+emit({"interpreters": len(interpreters), "info": repr(found)})
+"""
+GPU_PROBES = Path(__file__).resolve().parents[2] / "dflash2_backport" / "verification" / "gpu_probes.py"
+
+
+@pytest.mark.parametrize("release", ["0.27.1", "0.26.0"])
+def test_the_engines_learn_what_a_model_supports_without_a_second_interpreter(
+        snippets, versioned_venvs, release):
+    python = runtime_env.venv_python(versioned_venvs(release)["pristine"])
+    by_default, in_process = snippets.gather([
+        snippets.start(python, INSPECT, args=[str(GPU_PROBES), how], fresh=True, timeout=300)
+        for how in ("by-default", "in-process")])
+    assert (by_default["interpreters"], in_process["interpreters"]) == (2, 0)
+    assert in_process["info"] == by_default["info"]

@@ -17,7 +17,7 @@ from dflash2_backport.verification import gpu_probes
 
 GREEDY = [[5, 6, 7, 8], [9, 10, 11, 12]]
 BASE = {
-    "seconds": {"start": 30.0, "introspect": 0.2, "greedy": 1.0},
+    "seconds": {"import": 3.0, "start": 30.0, "introspect": 0.2, "greedy": 1.0},
     "errors": {},
     "engine": {"use_v2_model_runner": True, "cudagraph_mode": "FULL_AND_PIECEWISE",
                "compilation_mode": "VLLM_COMPILE"},
@@ -29,7 +29,8 @@ BASE = {
 }
 DRAFT = {
     **BASE,
-    "seconds": {"start": 35.0, "introspect": 0.3, "greedy": 1.5, "kernels": 0.1},
+    "seconds": {"import": 4.0, "start": 35.0, "introspect": 0.3, "greedy": 1.5,
+                "kernels": 0.1},
     "worker": {"speculators": {"DFlash2Speculator": 1},
                "model_runners": ["vllm.v1.worker.gpu.model_runner"],
                "draft_logits": False},
@@ -69,6 +70,14 @@ CASES = {
         True,
         {"engine": f"the engine with the draft did not start: {PRISTINE_START}",
          "speculator": "not seen", "lossless": "with the draft: " + PRISTINE_START,
+         "counters": "not read", "kernels": "not seen"},
+    ),
+    "vLLM does not import in the engine with the draft": (
+        BASE,
+        {"seconds": {"import": 0.1}, "errors": {"import": "ModuleNotFoundError: vllm"}},
+        True,
+        {"engine": "the engine with the draft did not start: ModuleNotFoundError: vllm",
+         "speculator": "not seen", "lossless": "with the draft: ModuleNotFoundError",
          "counters": "not read", "kernels": "not seen"},
     ),
     "the engine without the draft does not start": (
@@ -178,9 +187,10 @@ def test_passing_lines_carry_the_figures_and_each_phase_its_wall_time():
         "_cache_draft_logits_kernel not launched; _selector_walk_kernel compiled "
         "(3 variants) and launched (dflash2/speculator.py)"
     )
-    # Engines started together take the longer start; one after the other, both.
-    assert checks["engine"]["seconds"] == 35.0
-    assert gpu_probes.judge(BASE, DRAFT, True, together=False)[0]["seconds"] == 65.0
+    # An engine's start is its import of vLLM and its build; engines started
+    # together take the longer start, one after the other both.
+    assert checks["engine"]["seconds"] == 39.0
+    assert gpu_probes.judge(BASE, DRAFT, True, together=False)[0]["seconds"] == 72.0
     assert [checks[n]["seconds"] for n in CHECKS[1:]] == [0.3, 1.5, 0.0, 0.1]
 
 
@@ -399,3 +409,15 @@ def test_the_plain_engine_returns_raw_logits_where_the_run_is_not_exact():
         "max_logprobs": 5}
     exact = gpu_probes.engine_kwargs({**spec, "dtype": "float32", "top_logits": None})
     assert exact["dtype"] == "float32" and "logprobs_mode" not in exact
+
+
+VLLM_A = {"version": "0.27.1", "package": "/a/vllm"}
+VLLM_B = {"version": "0.27.1", "package": "/b/vllm"}
+
+
+@pytest.mark.parametrize("results, expected", [
+    ({"base": {"vllm": VLLM_B}, "draft": {"vllm": VLLM_A}}, VLLM_A),
+    ({"base": {"vllm": VLLM_B}, "draft": {"errors": {"import": "boom"}}}, VLLM_B),
+])
+def test_the_vllm_named_is_the_one_the_engines_imported(results, expected):
+    assert gpu_probes.imported_vllm(results) == expected
