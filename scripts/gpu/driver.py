@@ -272,6 +272,21 @@ def _worker_count_drafts(_worker=None) -> bool:
     return True
 
 
+def draft_logit_cache(speculator) -> dict | None:
+    """The draft-logit cache a speculator allocated, or None (greedy drafts
+    allocate none): 0.27.1 keeps a tensor, later releases a DraftLogitsCache
+    whose `values` hold its rows (fewer than max_num_seqs only where
+    batch-sharded sampling splits them across tensor-parallel ranks)."""
+    cache = vars(speculator).get("draft_logits")
+    if cache is None:
+        return None
+    # vars(), not getattr: a tensor's own `values` is a method.
+    values = vars(cache).get("values", cache) if hasattr(cache, "__dict__") else cache
+    return {"shape": [int(n) for n in values.shape],
+            "dtype": str(values.dtype).removeprefix("torch."),
+            "bytes": int(values.numel()) * int(values.element_size())}
+
+
 def _worker_introspect(_worker=None) -> dict:
     """What this process built: speculators, model runners, module origins."""
     import gc
@@ -286,7 +301,7 @@ def _worker_introspect(_worker=None) -> dict:
     # The engine freezes its start-up heap (gc.freeze), which hides it from
     # gc.get_objects; unfreezing only lets the collector see it again.
     gc.unfreeze()
-    speculators, runners, dflash2_instances = {}, set(), 0
+    speculators, runners, dflash2_instances, draft_logits = {}, set(), 0, []
     attention, samplers = {}, {}
     for obj in gc.get_objects():
         # The top-k/top-p sampler binds the path it chose at construction:
@@ -310,6 +325,7 @@ def _worker_introspect(_worker=None) -> dict:
             name = type(obj).__name__
             speculators[name] = speculators.get(name, 0) + 1
             dflash2_instances += isinstance(obj, DFlash2Speculator)
+            draft_logits.append(draft_logit_cache(obj))
         elif type(obj).__name__ == "GPUModelRunner":
             runners.add(type(obj).__module__)
     modules = {}
@@ -323,7 +339,7 @@ def _worker_introspect(_worker=None) -> dict:
              for cls in (DFlashSpeculator, DFlash2Speculator)}
     return {"modules": modules, "speculators": speculators,
             "dflash2_instances": dflash2_instances, "model_runners": sorted(runners),
-            "attention": attention, "samplers": samplers,
+            "attention": attention, "samplers": samplers, "draft_logits": draft_logits,
             "draft_calls": calls, "pid": os.getpid()}
 
 
@@ -418,7 +434,7 @@ def run_engine(name: str, models_by_shape: dict, result_path: Path) -> None:
         first = workers[0]
         result.update({k: first.get(k) for k in (
             "modules", "speculators", "dflash2_instances", "model_runners", "attention",
-            "samplers")})
+            "samplers", "draft_logits")})
         result["draft_calls"] = first["draft_calls"]
         result["workers"] = workers
 
@@ -1042,6 +1058,12 @@ def summarize(results: dict) -> tuple[dict, bool]:
                 info(f"{name}: attention backend by layer", attention_by_backend(r["attention"]))
             if r.get("samplers"):
                 info(f"{name}: top-k/top-p sampler path", r["samplers"])
+            for cache in filter(None, r.get("draft_logits") or []):
+                # Allocated before the KV cache is sized: what it takes, the
+                # KV cache does not get.
+                info(f"{name}: draft-logit cache",
+                     f"{' x '.join(map(str, cache['shape']))} {cache['dtype']}, "
+                     f"{cache['bytes'] / 2**20:.1f} MiB")
         for key, trace in r.get("errors", {}).items():
             check(f"{name}: {key} phase", False, trace.strip().splitlines()[-1])
 

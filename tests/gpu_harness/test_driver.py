@@ -764,3 +764,51 @@ def test_another_releases_preset_runs_the_closure_trees_engines_alone():
                      "base_longctx_graph", "dflash2_prob_graph"):
         assert expected in names
     assert not {"pr_dflash2_swa_graph", "up_dflash2_eager", "new_dflash2_prob_graph"} & set(names)
+
+
+class FakeTensor:
+    """What draft_logit_cache reads of a tensor; like torch's, it has a
+    `values` method."""
+
+    def __init__(self, shape, dtype="torch.float32", itemsize=4):
+        self.shape, self.dtype, self.itemsize = shape, dtype, itemsize
+
+    def numel(self):
+        return int(np.prod(self.shape))
+
+    def element_size(self):
+        return self.itemsize
+
+    def values(self):
+        raise AssertionError("a tensor's values() is not its rows")
+
+
+class Holder:
+    def __init__(self, **fields):
+        vars(self).update(fields)
+
+
+@pytest.mark.parametrize("speculator, expected", [
+    # 0.27.1: the tensor itself, max_num_seqs x K x vocab.
+    (Holder(draft_logits=FakeTensor((32, 3, 151936))),
+     {"shape": [32, 3, 151936], "dtype": "float32", "bytes": 58_343_424}),
+    # Later releases: a DraftLogitsCache, its rows in `values`.
+    (Holder(draft_logits=Holder(values=FakeTensor((16, 3, 151936), "torch.bfloat16", 2),
+                                row_mapping=None)),
+     {"shape": [16, 3, 151936], "dtype": "bfloat16", "bytes": 14_585_856}),
+    # Greedy drafts allocate none.
+    (Holder(draft_logits=None), None),
+    (Holder(), None),
+])
+def test_the_draft_logit_cache_is_read_off_either_layout(speculator, expected):
+    assert driver.draft_logit_cache(speculator) == expected
+
+
+def test_each_engine_names_its_draft_logit_cache():
+    cache = {"shape": [32, 3, 1024], "dtype": "float32", "bytes": 393_216}
+    results = {"dflash2_prob_graph": engine("dflash2_prob_graph", draft_logits=[cache]),
+               "dflash2_graph": engine("dflash2_graph", draft_logits=[None])}
+    checks, _ = driver.summarize(results)
+    assert checks["dflash2_prob_graph: draft-logit cache (info)"]["figure"] == (
+        "32 x 3 x 1024 float32, 0.4 MiB")
+    assert "dflash2_graph: draft-logit cache (info)" not in checks
