@@ -1,6 +1,7 @@
 """The repository's documentation: a README short enough to be a user's
-guide, a GPU how-to, links that lead somewhere, and the release counts the
-tool declares."""
+guide, a GPU how-to, links that lead somewhere, the release counts the
+tool declares, and the `verify --gpu` output and times the docs quote, held
+to the committed run."""
 
 from __future__ import annotations
 
@@ -53,3 +54,25 @@ def test_the_release_pages_count_the_edits_the_tool_declares() -> None:
         versions)[0]
     assert tuple(map(int, (every, pr, fixes, files))) == (
         len(names), len(from_the_pr), len(names - from_the_pr), len(SHIPPED))
+
+
+VERIFY_RUN = REPOSITORY / "scripts" / "gpu" / "runs" / "verify-0.27.1" / "results"
+
+
+def _wall_seconds(step: str) -> int:
+    """A verify step's wall time as its results recorded it, in whole seconds."""
+    text = (VERIFY_RUN / f"verify-{step}.txt").read_text()
+    return round(float(re.search(r"^exit \d+, wall ([\d.]+) s$", text, re.M)[1]))
+
+
+def test_the_verify_gpu_output_the_gpu_page_shows_is_what_the_committed_run_printed() -> None:
+    printed = (VERIFY_RUN / "verify-warm.txt").read_text().splitlines()
+    shown = [f"    {line.rstrip()}" for line in printed if not line.startswith("exit ")]
+    assert "\n".join(shown) in (REPOSITORY / "docs" / "gpu.md").read_text()
+
+
+@pytest.mark.parametrize("page", ["gpu.md", "versions.md"])
+def test_the_verify_gpu_wall_times_the_docs_give_are_the_committed_runs(page: str) -> None:
+    text = " ".join((REPOSITORY / "docs" / page).read_text().split())
+    for step in ("warm", "cold"):
+        assert f"{_wall_seconds(step)} s" in text, (page, step)
